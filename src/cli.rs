@@ -1,0 +1,159 @@
+//! The command line, as clap derive structs. No I/O and no logic: `lib.rs` turns a
+//! [`Cli`] into a [`crate::Config`] once, and no clap type goes further.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const EXAMPLES: &str = "\
+Examples:
+  Show what 8 tasks on this node would get:
+    binder --dry-run --local-size 8 shapes/cores-packed.yaml
+  The same on another machine's topology, as JSON:
+    binder --dry-run --local-size 8 --format json --topology node.xml shapes/cores-packed.yaml
+  Launch under a launcher; each task finds its local rank in the launcher's environment:
+    mpirun -np 8 --bind-to none binder shapes/cores-packed.yaml -- ./app arg1
+    srun -n 8 --cpu-bind=none binder shapes/cores-packed.yaml -- ./app arg1
+
+Exit status: 0 dry-run printed; 125 binder refused (the task was not started);
+126 command not executable; 127 command not found; otherwise the task's own status.";
+
+/// Pin each task of a parallel job to the right CPUs (and GPUs) of its node.
+///
+/// binder reads a YAML shape, computes this task's cpuset from the node's hwloc topology,
+/// binds itself and execs COMMAND. With --dry-run it prints what every local task would
+/// get instead.
+#[derive(Debug, Parser)]
+#[command(
+    name = "binder",
+    version,
+    max_term_width = 98,
+    after_long_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    /// Other actions.
+    #[command(subcommand)]
+    pub action: Option<Action>,
+
+    /// The shape file (YAML) describing the placement.
+    #[arg(value_name = "SHAPE", required = true)]
+    pub shape: Option<PathBuf>,
+
+    /// The command to run bound, with its arguments, after `--`.
+    #[arg(value_name = "COMMAND", last = true)]
+    pub command: Vec<OsString>,
+
+    /// Print the placement of every local task instead of running anything.
+    #[arg(short = 'n', long, help_heading = "Placement options")]
+    pub dry_run: bool,
+
+    /// This task's rank among the tasks of its node (default: from the launcher, else 0).
+    #[arg(long, value_name = "RANK", help_heading = "Placement options")]
+    pub local_rank: Option<usize>,
+
+    /// Number of tasks on this node (default: from the launcher, else 1).
+    #[arg(long, value_name = "NUM", help_heading = "Placement options")]
+    pub local_size: Option<usize>,
+
+    /// GPUs given to each task; overrides the shape's `options.gpus-per-task`.
+    #[arg(long, value_name = "NUM", help_heading = "Placement options")]
+    pub gpus_per_task: Option<usize>,
+
+    /// Read the topology from an hwloc XML export instead of this host (dry-run only).
+    #[arg(long, value_name = "FILE", help_heading = "Input topology options", conflicts_with_all = ["synthetic", "input"])]
+    pub topology: Option<PathBuf>,
+
+    /// Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only).
+    #[arg(
+        long,
+        value_name = "DESC",
+        help_heading = "Input topology options",
+        conflicts_with = "input"
+    )]
+    pub synthetic: Option<String>,
+
+    /// hwloc's spelling: an XML file if one exists at that path, else a synthetic description.
+    #[arg(
+        short = 'i',
+        long,
+        value_name = "FILE|DESC",
+        help_heading = "Input topology options"
+    )]
+    pub input: Option<String>,
+
+    /// Dry-run output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Text, help_heading = "Output options")]
+    pub format: FormatArg,
+
+    /// How the text form prints cpusets.
+    #[arg(long = "cpuset-output-format", visible_alias = "cof", value_enum, default_value_t = CofArg::Hwloc, value_name = "FORMAT", help_heading = "Output options")]
+    pub cpuset_output_format: CofArg,
+
+    /// Print this task's binding on stderr before running it (also BINDER_REPORT=1).
+    #[arg(long, help_heading = "Output options")]
+    pub report: bool,
+
+    /// Say which launcher and variables gave the task identity, and warn about inherited
+    /// bindings narrower than the allowed CPUs.
+    #[arg(short, long, help_heading = "Output options")]
+    pub verbose: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Print the JSON Schema of the shape format.
+    Schema,
+}
+
+/// `--format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// Aligned lines for people.
+    Text,
+    /// One JSON object per rank per line.
+    Json,
+}
+
+/// `--cpuset-output-format` values (hwloc's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CofArg {
+    /// hwloc bitmap string, 0x0000000f,,0x00000001.
+    Hwloc,
+    /// Range list, 0-3,64.
+    List,
+    /// taskset hex, 0x1000000000000000f.
+    Taskset,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn command_after_double_dash() {
+        let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "./app", "-x"]).unwrap();
+        assert_eq!(cli.shape.unwrap().to_str(), Some("s.yaml"));
+        assert_eq!(cli.command, ["./app", "-x"]);
+    }
+
+    #[test]
+    fn schema_subcommand_needs_no_shape() {
+        let cli = Cli::try_parse_from(["binder", "schema"]).unwrap();
+        assert!(matches!(cli.action, Some(Action::Schema)));
+    }
+
+    #[test]
+    fn shape_is_required() {
+        assert!(Cli::try_parse_from(["binder", "--dry-run"]).is_err());
+    }
+}

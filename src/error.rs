@@ -1,0 +1,43 @@
+//! The one error type of the library: it wraps each stage's error and maps every kind of
+//! failure to its exit code in one place.
+
+use crate::distribute::DistributeError;
+use crate::exit_code;
+use crate::select::SelectError;
+use crate::shape::ShapeError;
+use crate::topology::TopologyError;
+
+/// Anything that stops binder.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad command line that clap could not catch.
+    #[error("{0}")]
+    Usage(String),
+    /// The shape file.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    /// The topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Matching resources.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// Dealing units to tasks.
+    #[error(transparent)]
+    Distribute(#[from] DistributeError),
+    /// Writing the dry-run report.
+    #[error("cannot write the report: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+impl Error {
+    /// The exit status for this error (see [`crate::exit_code`]).
+    pub fn exit_code(&self) -> i32 {
+        exit_code::REFUSED
+    }
+
+    /// A closed stdout (`binder --dry-run … | head`) is not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}

@@ -1,0 +1,215 @@
+//! Finds the node's GPUs in the hwloc topology (SEMANTICS §9) from PCI devices alone, so
+//! that `--dry-run --topology node.xml` on a laptop shows what the GPU node will do.
+//!
+//! A GPU is a PCI device of NVIDIA (10de), AMD (1002) or Intel (8086) whose class is
+//! display (03xx) or processing accelerator (12xx); BMC/management VGA (ASPEED, Matrox)
+//! has another vendor and is never one. Each PCI function is one GPU, which is also how
+//! CUDA and ROCm count them (an MI250X module shows two GCDs, so two GPUs). Where hwloc's
+//! OS devices (cuda*, rsmi*, nvml*, opencl*) are present they name the GPU; when one
+//! backend shows several OS devices on one PCI device (MI300A in CPX mode: six `rsmi` per
+//! APU), each of them is a GPU partition with its parent's locality.
+//! Order: PCI bus id, then partition, which is CUDA's order under
+//! `CUDA_DEVICE_ORDER=PCI_BUS_ID` and ROCm's default.
+
+use std::fmt;
+
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::ObjectType;
+use hwlocality::object::TopologyObject;
+
+use crate::topology::Topology;
+
+/// GPU vendors binder knows how to hand devices to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    /// PCI vendor 10de: CUDA_VISIBLE_DEVICES.
+    Nvidia,
+    /// PCI vendor 1002: ROCR_VISIBLE_DEVICES.
+    Amd,
+    /// PCI vendor 8086: ZE_AFFINITY_MASK.
+    Intel,
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+        })
+    }
+}
+
+/// One GPU (or GPU partition) of the node.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    /// Position in PCI bus order: the number given in the visible-devices variables.
+    pub index: usize,
+    /// PCI bus id, `domain:bus:device.function`.
+    pub busid: String,
+    /// Who made it.
+    pub vendor: Vendor,
+    /// Marketing name from the OS device or PCI database, else `vendor:device` in hex.
+    pub model: String,
+    /// The OS device naming this GPU (`cuda0`, `rsmi3`), when the topology has one.
+    pub os_name: Option<String>,
+    /// The CPUs near it: the cpuset of its first non-I/O ancestor.
+    pub locality: CpuSet,
+    /// Logical index of its first non-I/O ancestor, as `type:index` (`package:1`).
+    pub attached_to: String,
+}
+
+/// OS-device name prefixes of compute backends, preferred first.
+const BACKENDS: [&str; 5] = ["cuda", "rsmi", "nvml", "opencl", "ze"];
+
+/// Lists the GPUs of a topology loaded with I/O discovery, in PCI bus order.
+pub fn discover(topology: &Topology) -> Vec<Gpu> {
+    let hw = topology.hw();
+    let mut found: Vec<(PciKey, Gpu)> = Vec::new();
+    for pci in hw.pci_devices() {
+        let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
+            continue;
+        };
+        let vendor = match attr.vendor_id() {
+            0x10de => Vendor::Nvidia,
+            0x1002 => Vendor::Amd,
+            0x8086 => Vendor::Intel,
+            _ => continue,
+        };
+        let class = attr.class_id() >> 8;
+        if class != 0x03 && class != 0x12 {
+            continue;
+        }
+        let key = (
+            attr.domain(),
+            attr.bus_id(),
+            attr.bus_device(),
+            attr.function(),
+        );
+        let busid = format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3);
+        let ancestor = pci.first_non_io_ancestor();
+        let locality = ancestor
+            .and_then(TopologyObject::cpuset)
+            .map(|s| s.clone_target())
+            .unwrap_or_default();
+        let attached_to = ancestor.map_or_else(|| "machine:0".into(), object_label);
+        let pci_model = info(pci, "PCIDevice")
+            .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id()));
+        let partitions = partitions(pci);
+        if partitions.is_empty() {
+            let gpu = Gpu {
+                index: 0,
+                busid,
+                vendor,
+                model: pci_model,
+                os_name: None,
+                locality,
+                attached_to,
+            };
+            found.push((key, gpu));
+            continue;
+        }
+        for osdev in partitions {
+            let model = info(osdev, "GPUModel").unwrap_or_else(|| pci_model.clone());
+            let os_name = osdev.name().map(|n| n.to_string_lossy().into_owned());
+            let gpu = Gpu {
+                index: 0,
+                busid: busid.clone(),
+                vendor,
+                model,
+                os_name,
+                locality: locality.clone(),
+                attached_to: attached_to.clone(),
+            };
+            found.push((key, gpu));
+        }
+    }
+    // Stable: partitions of one device keep their OS order.
+    found.sort_by_key(|(key, _)| *key);
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(index, (_, gpu))| Gpu { index, ..gpu })
+        .collect()
+}
+
+type PciKey = (hwlocality::object::attributes::PCIDomain, u8, u8, u8);
+
+/// The OS devices of the first backend present on `pci`, one per GPU (partition).
+fn partitions(pci: &TopologyObject) -> Vec<&TopologyObject> {
+    let osdevs: Vec<&TopologyObject> = pci
+        .io_children()
+        .filter(|c| c.object_type() == ObjectType::OSDevice)
+        .collect();
+    for backend in BACKENDS {
+        let mut of_backend: Vec<&TopologyObject> = osdevs
+            .iter()
+            .copied()
+            .filter(|d| {
+                d.name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(backend))
+            })
+            .collect();
+        if !of_backend.is_empty() {
+            of_backend.sort_by_key(|d| os_number(d));
+            return of_backend;
+        }
+    }
+    Vec::new()
+}
+
+/// The trailing number of an OS device name (`rsmi11` → 11), so `rsmi10` sorts after `rsmi9`.
+fn os_number(dev: &TopologyObject) -> usize {
+    let name = dev
+        .name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .chars()
+        .rev()
+        .collect::<String>()
+        .parse()
+        .unwrap_or(0)
+}
+
+fn info(obj: &TopologyObject, key: &str) -> Option<String> {
+    obj.info(key)
+        .map(|v| v.to_string_lossy().into_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// `type:logical_index` for a CPU-side object, in hwloc-calc's spelling.
+pub(crate) fn object_label(obj: &TopologyObject) -> String {
+    let name = match obj.object_type() {
+        ObjectType::Machine => "machine",
+        ObjectType::Package => "package",
+        ObjectType::Die => "die",
+        ObjectType::Group => "group",
+        ObjectType::NUMANode => "numa",
+        ObjectType::L3Cache => "l3cache",
+        ObjectType::L2Cache => "l2cache",
+        ObjectType::L1Cache => "l1cache",
+        ObjectType::Core => "core",
+        ObjectType::PU => "pu",
+        _ => "object",
+    };
+    format!("{name}:{}", obj.logical_index())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{load, Source};
+
+    #[test]
+    fn synthetic_topologies_have_no_gpus() {
+        let t = load(&Source::Synthetic("pack:2 core:2 pu:2".into()), true).expect("loads");
+        assert!(discover(&t).is_empty());
+    }
+}

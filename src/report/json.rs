@@ -1,0 +1,101 @@
+//! The JSON form of `--dry-run`.
+//!
+//! # Format
+//!
+//! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
+//!
+//! ```json
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[]}
+//! ```
+//!
+//! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
+//! objects by logical index and `objects_physical` the same by OS index. Fields are only
+//! ever added; changing one needs a CHANGELOG entry.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{cpu_list, cpus_of, hwloc_mask};
+use crate::distribute::Plan;
+
+/// One rank's line. A view of the plan kept separate so internal renames cannot change
+/// the output format.
+#[derive(Debug, Serialize)]
+pub struct TaskRecord {
+    /// Local rank.
+    pub local_rank: usize,
+    /// Number of local tasks.
+    pub local_size: usize,
+    /// `core`, `pu` or `none`.
+    pub unit: String,
+    /// `explicit`, `implicit` or `default`.
+    pub rule: String,
+    /// `packed`, `scatter` or `interleave`.
+    pub pattern: String,
+    /// Whether the pool was reversed.
+    pub reverse: bool,
+    /// `any`, `gpu-local` or `gpu-remote`.
+    pub locality: String,
+    /// OS PU numbers, ascending.
+    pub cpus: Vec<usize>,
+    /// The same as a range list.
+    pub cpulist: String,
+    /// hwloc bitmap string.
+    pub cpuset: String,
+    /// Unit objects, logical indexes.
+    pub objects: Vec<String>,
+    /// Unit objects, OS indexes.
+    pub objects_physical: Vec<String>,
+    /// GPU indexes (PCI bus order).
+    pub gpus: Vec<usize>,
+    /// The GPUs' PCI bus ids.
+    pub gpu_busids: Vec<String>,
+}
+
+impl TaskRecord {
+    /// The record of `rank` in `plan`.
+    pub fn new(plan: &Plan, rank: usize) -> TaskRecord {
+        let task = &plan.tasks[rank];
+        let cpus = cpus_of(&task.cpuset);
+        let unit = plan.unit.unit.to_string();
+        TaskRecord {
+            local_rank: rank,
+            local_size: plan.tasks.len(),
+            unit: unit.clone(),
+            rule: plan.unit.rule.to_string(),
+            pattern: plan.pattern.to_string(),
+            reverse: plan.reverse,
+            locality: plan.locality.to_string(),
+            cpulist: cpu_list(&cpus),
+            cpuset: hwloc_mask(&cpus),
+            cpus,
+            objects: task
+                .units
+                .iter()
+                .map(|u| format!("{unit}:{}", u.logical))
+                .collect(),
+            objects_physical: task
+                .units
+                .iter()
+                .map(|u| {
+                    u.os.map_or_else(|| format!("{unit}:?"), |os| format!("{unit}:{os}"))
+                })
+                .collect(),
+            gpus: task.gpus.clone(),
+            gpu_busids: task
+                .gpus
+                .iter()
+                .map(|&g| plan.gpus[g].busid.clone())
+                .collect(),
+        }
+    }
+}
+
+pub(super) fn render(plan: &Plan, ranks: &[usize], out: &mut impl Write) -> io::Result<()> {
+    for &rank in ranks {
+        serde_json::to_writer(&mut *out, &TaskRecord::new(plan, rank))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}

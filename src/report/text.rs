@@ -1,0 +1,96 @@
+//! The text form of `--dry-run`: a header naming the topology, unit, rule and pattern,
+//! then one aligned line per rank, then the units nobody got.
+
+use std::io::{self, Write};
+
+use super::{cpu_list, cpus_of, hwloc_mask, index_ranges, taskset_mask, CpusetFormat};
+use crate::distribute::{Locality, Plan, UnitObj};
+
+pub(super) fn render(
+    plan: &Plan,
+    ranks: &[usize],
+    cpuset_format: CpusetFormat,
+    header: &str,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let unit = plan.unit.unit;
+    let n = plan.tasks.len();
+    let reverse = if plan.reverse { ", reversed" } else { "" };
+    let locality = if plan.locality == Locality::Any {
+        String::new()
+    } else {
+        format!(", {}", plan.locality)
+    };
+    writeln!(
+        out,
+        "# {header}: {n} task{}, unit {unit} ({}), pattern {}{reverse}{locality}",
+        if n == 1 { "" } else { "s" },
+        plan.unit.rule,
+        plan.pattern
+    )?;
+    let rows: Vec<[String; 4]> = ranks
+        .iter()
+        .map(|&r| {
+            let task = &plan.tasks[r];
+            let cpus = cpus_of(&task.cpuset);
+            let mask = match cpuset_format {
+                CpusetFormat::Hwloc => hwloc_mask(&cpus),
+                CpusetFormat::List => cpu_list(&cpus),
+                CpusetFormat::Taskset => taskset_mask(&cpus),
+            };
+            let (objects, cpus) = if task.units.is_empty() {
+                ("unbound".to_owned(), "-".to_owned())
+            } else {
+                (objects(&unit.to_string(), &task.units), cpu_list(&cpus))
+            };
+            [
+                format!("rank {r}/{n}"),
+                objects,
+                format!("cpus {cpus}"),
+                mask,
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..3)
+        .map(|c| rows.iter().map(|row| row[c].len()).max().unwrap_or(0))
+        .collect();
+    for (row, &r) in rows.iter().zip(ranks) {
+        let mut line = format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        );
+        let gpus = &plan.tasks[r].gpus;
+        if !gpus.is_empty() {
+            let names: Vec<String> = gpus
+                .iter()
+                .map(|&g| format!("gpu:{g} {} {}", plan.gpus[g].busid, plan.gpus[g].model))
+                .collect();
+            line.push_str(&format!("  {}", names.join("; ")));
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    if !plan.unused.is_empty() {
+        let mut logical: Vec<usize> = plan.unused.iter().map(|u| u.logical).collect();
+        logical.sort_unstable();
+        writeln!(
+            out,
+            "unused: {} ({} {unit})",
+            objects(&unit.to_string(), &plan.unused),
+            logical.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// `core:0-3,8` for a set of unit objects (logical indexes, sorted).
+fn objects(unit: &str, units: &[UnitObj]) -> String {
+    let mut logical: Vec<usize> = units.iter().map(|u| u.logical).collect();
+    logical.sort_unstable();
+    format!("{unit}:{}", index_ranges(&logical))
+}

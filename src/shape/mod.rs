@@ -1,0 +1,562 @@
+//! The shape: what placement the user asked for, as written in YAML (SEMANTICS §1).
+//!
+//! This stage owns parsing and every check that can point at a line and column. It knows
+//! nothing about the machine: whether a shape fits a node is decided by `select` and
+//! `distribute`.
+
+mod schema;
+mod validate;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::path::Path;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+pub use schema::{schema_json, SCHEMA_URL_COMMENT};
+use validate::Keyword;
+
+/// A placement request: binding options plus the tree of resources to draw CPUs from.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    /// Format version; only 1 exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Version>,
+    /// How the selected resources are turned into per-task bindings.
+    #[serde(default, skip_serializing_if = "Options::is_default")]
+    pub options: Options,
+    /// The resources to select, matched greedily in hwloc logical order. At least one item.
+    #[serde(deserialize_with = "non_empty_resources")]
+    #[schemars(length(min = 1))]
+    pub resources: Vec<Resource>,
+}
+
+/// Options that apply to the whole shape.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Options {
+    /// Binding unit (core, pu, process = pu, none) or GPU locality (gpu-local, gpu-remote).
+    /// Without it the unit is the finest of core/pu named in `resources`, else core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<Bind>,
+    /// How the pool of units is dealt to the local tasks (default packed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// Reverse the pool before dealing it (default false).
+    #[serde(
+        default,
+        deserialize_with = "reverse_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reverse: Option<bool>,
+    /// GPUs given to each task: task r gets GPUs g·r … g·r+g−1 in PCI bus order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_task: Option<NonZeroU32>,
+    /// Also export OMP_NUM_THREADS, OMP_PLACES and OMP_PROC_BIND for the task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub openmp: bool,
+    /// `local` binds memory to the NUMA nodes of the task's CPUs; `none` leaves it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Membind>,
+}
+
+impl Options {
+    fn is_default(&self) -> bool {
+        *self == Options::default()
+    }
+}
+
+/// One request: `count` objects of `type`, each satisfying its nested `with` requests.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// Object type, case-insensitive; aliases such as `socket` (package) and `process` (pu).
+    #[serde(rename = "type")]
+    pub kind: ObjType,
+    /// How many objects: a whole number from 1, or `all` (every object that qualifies,
+    /// at least one). Default 1.
+    #[serde(default, skip_serializing_if = "Count::is_one")]
+    pub count: Count,
+    /// Requests matched inside each object of this item (by cpuset containment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<Resource>,
+    /// Same as `options.pattern`; every place that sets it must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// Same as `options.reverse`; every place that sets it must agree.
+    #[serde(
+        default,
+        deserialize_with = "reverse_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reverse: Option<bool>,
+}
+
+/// The shape format version. Only version 1 exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version;
+
+/// How many objects a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// Exactly this many (at least 1).
+    Exactly(NonZeroU32),
+    /// Every object that qualifies; at least one must.
+    All,
+}
+
+impl Default for Count {
+    fn default() -> Self {
+        Count::Exactly(NonZeroU32::MIN)
+    }
+}
+
+impl Count {
+    fn is_one(&self) -> bool {
+        *self == Count::default()
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Exactly(n) => write!(f, "{n}"),
+            Count::All => f.write_str("all"),
+        }
+    }
+}
+
+/// Object types a request can name (SEMANTICS §1 alias table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjType {
+    /// The whole machine.
+    Machine,
+    /// A processor package (socket).
+    Package,
+    /// A die inside a package.
+    Die,
+    /// An hwloc Group (any depth).
+    Group,
+    /// A NUMA node that has CPUs.
+    Numa,
+    /// A level-3 cache.
+    L3,
+    /// A level-2 cache.
+    L2,
+    /// A level-1 data cache.
+    L1,
+    /// A core.
+    Core,
+    /// A processing unit (hardware thread).
+    Pu,
+    /// A GPU, found through its PCI device (SEMANTICS §9).
+    Gpu,
+}
+
+impl ObjType {
+    /// The name hwloc-calc uses for this type in locations such as `core:3`.
+    pub fn hwloc_name(self) -> &'static str {
+        match self {
+            ObjType::Machine => "machine",
+            ObjType::Package => "package",
+            ObjType::Die => "die",
+            ObjType::Group => "group",
+            ObjType::Numa => "numa",
+            ObjType::L3 => "l3cache",
+            ObjType::L2 => "l2cache",
+            ObjType::L1 => "l1cache",
+            ObjType::Core => "core",
+            ObjType::Pu => "pu",
+            ObjType::Gpu => "gpu",
+        }
+    }
+}
+
+impl Keyword for ObjType {
+    const WHAT: &'static str = "object type";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("machine", ObjType::Machine),
+        ("node", ObjType::Machine),
+        ("package", ObjType::Package),
+        ("socket", ObjType::Package),
+        ("die", ObjType::Die),
+        ("group", ObjType::Group),
+        ("numa", ObjType::Numa),
+        ("numanode", ObjType::Numa),
+        ("l3cache", ObjType::L3),
+        ("l3", ObjType::L3),
+        ("l2cache", ObjType::L2),
+        ("l2", ObjType::L2),
+        ("l1cache", ObjType::L1),
+        ("l1", ObjType::L1),
+        ("core", ObjType::Core),
+        ("pu", ObjType::Pu),
+        ("process", ObjType::Pu),
+        ("thread", ObjType::Pu),
+        ("hwthread", ObjType::Pu),
+        ("gpu", ObjType::Gpu),
+    ];
+}
+
+/// What `options.bind` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// Bind each task to whole cores.
+    Core,
+    /// Bind each task to single PUs (hardware threads).
+    Pu,
+    /// Do not bind; the task keeps the affinity it started with.
+    None,
+    /// Restrict each task to the CPUs near its GPUs.
+    GpuLocal,
+    /// Put each task on the nearest NUMA node that has none of its GPUs.
+    GpuRemote,
+}
+
+impl Keyword for Bind {
+    const WHAT: &'static str = "binding";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("core", Bind::Core),
+        ("pu", Bind::Pu),
+        ("process", Bind::Pu),
+        ("none", Bind::None),
+        ("gpu-local", Bind::GpuLocal),
+        ("gpu-remote", Bind::GpuRemote),
+    ];
+}
+
+/// How the pool of units is dealt to the local tasks (SEMANTICS §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pattern {
+    /// Consecutive blocks of the pool.
+    #[default]
+    Packed,
+    /// Round robin over the pool.
+    Scatter,
+    /// PUs ordered by their rank inside their core, then packed (unit pu only).
+    Interleave,
+}
+
+impl Keyword for Pattern {
+    const WHAT: &'static str = "pattern";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("packed", Pattern::Packed),
+        ("scatter", Pattern::Scatter),
+        ("spread", Pattern::Scatter),
+        ("interleave", Pattern::Interleave),
+    ];
+}
+
+/// Memory policy for the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membind {
+    /// Bind memory to the NUMA nodes of the task's cpuset.
+    Local,
+    /// Leave memory policy as inherited.
+    None,
+}
+
+impl Keyword for Membind {
+    const WHAT: &'static str = "membind policy";
+    const SPELLINGS: &'static [(&'static str, Self)] =
+        &[("local", Membind::Local), ("none", Membind::None)];
+}
+
+/// Serde, schema and display support shared by the keyword enums.
+macro_rules! keyword_impls {
+    ($($ty:ident: $desc:literal),* $(,)?) => {$(
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                validate::keyword::<Self>(&text).map_err(de::Error::custom)
+            }
+        }
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.canonical())
+            }
+        }
+        impl JsonSchema for $ty {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                let names: Vec<&str> = <$ty as Keyword>::SPELLINGS.iter().map(|(n, _)| *n).collect();
+                json_schema!({
+                    "description": $desc,
+                    "type": "string",
+                    "enum": names,
+                })
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.canonical())
+            }
+        }
+    )*};
+}
+
+keyword_impls!(
+    ObjType: "Object type (case-insensitive). Aliases: node = machine, socket = package, numanode = numa, l3/l2/l1 = l3cache/l2cache/l1cache, process/thread/hwthread = pu.",
+    Bind: "Binding unit or GPU locality. process = pu.",
+    Membind: "Memory binding policy.",
+);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let pattern = validate::keyword::<Self>(&text).map_err(de::Error::custom)?;
+        validate::agree_pattern(pattern.canonical()).map_err(de::Error::custom)?;
+        Ok(pattern)
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.canonical())
+    }
+}
+
+impl JsonSchema for Pattern {
+    fn schema_name() -> Cow<'static, str> {
+        "Pattern".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<&str> = Self::SPELLINGS.iter().map(|(n, _)| *n).collect();
+        json_schema!({
+            "description": "How the pool is dealt to tasks: packed (blocks), scatter = spread (round robin), interleave (every core's first PU first; unit pu only).",
+            "type": "string",
+            "enum": names,
+        })
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.canonical())
+    }
+}
+
+fn reverse_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    let value = bool::deserialize(d)?;
+    validate::agree_reverse(value).map_err(de::Error::custom)?;
+    Ok(Some(value))
+}
+
+fn non_empty_resources<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Resource>, D::Error> {
+    struct NonEmpty;
+    impl<'de> Visitor<'de> for NonEmpty {
+        type Value = Vec<Resource>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of resource items")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                items.push(item);
+            }
+            if items.is_empty() {
+                return Err(de::Error::custom(
+                    "`resources` is empty; list at least one item, for example `- type: core`",
+                ));
+            }
+            Ok(items)
+        }
+    }
+    d.deserialize_seq(NonEmpty)
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        impl Visitor<'_> for CountVisitor {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number from 1, or `all`")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Count, E> {
+                self.visit_i128(i128::from(n))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Count, E> {
+                self.visit_i128(i128::from(n))
+            }
+            fn visit_i128<E: de::Error>(self, n: i128) -> Result<Count, E> {
+                let n = validate::count_from_integer(n).map_err(E::custom)?;
+                Ok(Count::Exactly(
+                    NonZeroU32::new(n).expect("checked non-zero"),
+                ))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<Count, E> {
+                Err(E::custom(format!(
+                    "`count: {n}` is not a whole number; use a count of 1 or more, or `all`"
+                )))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Count, E> {
+                if s.eq_ignore_ascii_case("all") {
+                    Ok(Count::All)
+                } else {
+                    Err(E::custom(format!(
+                        "`count: {s}` is not a count{}; use a count of 1 or more, or `all`",
+                        validate::did_you_mean(s, &["all"])
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(CountVisitor)
+    }
+}
+
+impl Serialize for Count {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Count::Exactly(n) => s.serialize_u32(n.get()),
+            Count::All => s.serialize_str("all"),
+        }
+    }
+}
+
+impl JsonSchema for Count {
+    fn schema_name() -> Cow<'static, str> {
+        "Count".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A whole number from 1, or `all`.",
+            "oneOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "enum": ["all"]},
+            ],
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match i64::deserialize(d)? {
+            1 => Ok(Version),
+            v => Err(de::Error::custom(format!(
+                "unsupported shape `version: {v}`; this binder reads version 1 (or leave `version` out)"
+            ))),
+        }
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(1)
+    }
+}
+
+impl JsonSchema for Version {
+    fn schema_name() -> Cow<'static, str> {
+        "Version".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"description": "Shape format version; only 1 exists.", "const": 1})
+    }
+}
+
+/// A shape file that cannot be read or does not follow the format.
+#[derive(Debug, thiserror::Error)]
+pub enum ShapeError {
+    /// The file could not be read.
+    #[error("cannot read shape file `{path}`: {source}")]
+    Read {
+        /// The path as given.
+        path: String,
+        /// Why reading failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not a valid shape.
+    #[error("{origin}:{}{message}", location.map_or_else(String::new, |(l, c)| format!("{l}:{c}: ")))]
+    Invalid {
+        /// The file name (or `<string>`).
+        origin: String,
+        /// Line and column (1-based), when the YAML parser knows them.
+        location: Option<(usize, usize)>,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl Shape {
+    /// Reads and parses a shape file.
+    pub fn from_file(path: &Path) -> Result<Shape, ShapeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ShapeError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Shape::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Parses shape text; `origin` names it in error messages.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Shape, ShapeError> {
+        let _scope = validate::ParseScope::begin();
+        serde_yaml::from_str::<Shape>(text).map_err(|err| {
+            let location = err.location().map(|l| (l.line(), l.column()));
+            let full = err.to_string();
+            // yaml_serde appends " at line L column C"; the location goes in front instead.
+            let bare = full
+                .rsplit_once(" at line ")
+                .map_or(full.as_str(), |(m, _)| m);
+            let message = if bare.contains("EOF while parsing") {
+                "the shape is empty; it needs at least a `resources` list".to_owned()
+            } else {
+                validate::explain_serde_message(bare)
+            };
+            ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location,
+                message,
+            }
+        })
+    }
+
+    /// The pattern in force: the one set in `options` or on any item, else packed.
+    pub fn pattern(&self) -> Pattern {
+        self.options
+            .pattern
+            .or_else(|| first_in_tree(&self.resources, &|r| r.pattern))
+            .unwrap_or_default()
+    }
+
+    /// Whether the pool is reversed before dealing.
+    pub fn reverse(&self) -> bool {
+        self.options
+            .reverse
+            .or_else(|| first_in_tree(&self.resources, &|r| r.reverse))
+            .unwrap_or(false)
+    }
+
+    /// Every item of the tree, parents before children, in document order.
+    pub fn items(&self) -> Vec<&Resource> {
+        fn walk<'a>(items: &'a [Resource], out: &mut Vec<&'a Resource>) {
+            for item in items {
+                out.push(item);
+                walk(&item.with, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.resources, &mut out);
+        out
+    }
+
+    /// Whether planning this shape needs the node's GPUs (and so I/O discovery).
+    pub fn needs_gpus(&self) -> bool {
+        matches!(self.options.bind, Some(Bind::GpuLocal | Bind::GpuRemote))
+            || self.options.gpus_per_task.is_some()
+            || self.items().iter().any(|r| r.kind == ObjType::Gpu)
+    }
+}
+
+fn first_in_tree<T>(items: &[Resource], get: &dyn Fn(&Resource) -> Option<T>) -> Option<T> {
+    items
+        .iter()
+        .find_map(|r| get(r).or_else(|| first_in_tree(&r.with, get)))
+}

@@ -1,0 +1,220 @@
+//! Loads the node's hardware topology through hwloc: the host, an XML export or a
+//! synthetic description. This is the only file that builds an hwloc topology.
+//!
+//! hwloc's default view is used on purpose: PUs outside the process's cgroup, offline PUs
+//! and disallowed NUMA nodes are not in the tree, so every later stage sees only what a
+//! task may run on (SEMANTICS §3). I/O discovery (PCI, OS devices) is off unless asked
+//! for, because on a host it costs more than the rest of binder together.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use hwlocality::object::types::ObjectType;
+use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::TypeFilter;
+
+use crate::shape::ObjType;
+
+/// Where the topology comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The machine binder runs on.
+    Host,
+    /// An hwloc XML export (`lstopo --of xml`).
+    Xml(PathBuf),
+    /// An hwloc synthetic description such as `"pack:2 numa:2 core:8 pu:2"`.
+    Synthetic(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Host => f.write_str("this host"),
+            Source::Xml(path) => write!(f, "XML `{}`", path.display()),
+            Source::Synthetic(desc) => write!(f, "synthetic \"{desc}\""),
+        }
+    }
+}
+
+/// A loaded topology and where it came from.
+pub struct Topology {
+    hw: hwlocality::Topology,
+    source: Source,
+}
+
+/// Why a topology could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// The XML file is missing or hwloc rejected it.
+    #[error(
+        "cannot load topology {source_desc}: {reason}; export one with `lstopo --of xml FILE`"
+    )]
+    Xml {
+        /// The source, for the message.
+        source_desc: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// hwloc rejected the synthetic description.
+    #[error("invalid synthetic topology \"{desc}\": {reason}; write levels like \"pack:2 numa:2 core:8 pu:2\"")]
+    Synthetic {
+        /// The description as given.
+        desc: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// hwloc could not discover the host.
+    #[error("cannot discover this host's topology with hwloc: {0}")]
+    Host(String),
+}
+
+/// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
+pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
+    let mut builder = hwlocality::Topology::builder();
+    if io {
+        builder = builder
+            .with_io_type_filter(TypeFilter::KeepAll)
+            .map_err(|e| TopologyError::Host(e.to_string()))?;
+    }
+    let builder = match source {
+        Source::Host => builder,
+        Source::Xml(path) => {
+            let xml_error = |reason: String| TopologyError::Xml {
+                source_desc: source.to_string(),
+                reason,
+            };
+            if !path.is_file() {
+                return Err(xml_error("no such file".into()));
+            }
+            builder
+                .from_xml_file(path)
+                .map_err(|e| xml_error(e.to_string()))?
+        }
+        Source::Synthetic(desc) => {
+            builder
+                .from_synthetic(desc)
+                .map_err(|e| TopologyError::Synthetic {
+                    desc: desc.clone(),
+                    reason: e.to_string(),
+                })?
+        }
+    };
+    let hw = builder.build().map_err(|e| match source {
+        Source::Host => TopologyError::Host(e.to_string()),
+        Source::Xml(_) => TopologyError::Xml {
+            source_desc: source.to_string(),
+            reason: e.to_string(),
+        },
+        Source::Synthetic(desc) => TopologyError::Synthetic {
+            desc: desc.clone(),
+            reason: e.to_string(),
+        },
+    })?;
+    Ok(Topology {
+        hw,
+        source: source.clone(),
+    })
+}
+
+impl Topology {
+    /// The hwloc topology itself.
+    pub fn hw(&self) -> &hwlocality::Topology {
+        &self.hw
+    }
+
+    /// Where it was loaded from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The objects of a CPU type that hold at least one allowed PU, in hwloc logical order.
+    ///
+    /// NUMA nodes without CPUs (GPU memory, CXL, MCDRAM-only) have empty cpusets and so
+    /// never appear. Panics on [`ObjType::Gpu`], which is not a CPU object.
+    pub fn objects(&self, kind: ObjType) -> Vec<&TopologyObject> {
+        self.hw
+            .objects_with_type(hwloc_type(kind))
+            .filter(|obj| obj.cpuset().is_some_and(|set| !set.is_empty()))
+            .collect()
+    }
+
+    /// The PUs inside `obj`, in logical order.
+    pub fn pus_of<'t>(&'t self, obj: &'t TopologyObject) -> Vec<&'t TopologyObject> {
+        let Some(set) = obj.cpuset() else {
+            return Vec::new();
+        };
+        self.hw
+            .objects_with_type(ObjectType::PU)
+            .filter(|pu| pu.is_inside_cpuset(&*set))
+            .collect()
+    }
+}
+
+/// The hwloc object type behind a shape type.
+pub(crate) fn hwloc_type(kind: ObjType) -> ObjectType {
+    match kind {
+        ObjType::Machine => ObjectType::Machine,
+        ObjType::Package => ObjectType::Package,
+        ObjType::Die => ObjectType::Die,
+        ObjType::Group => ObjectType::Group,
+        ObjType::Numa => ObjectType::NUMANode,
+        ObjType::L3 => ObjectType::L3Cache,
+        ObjType::L2 => ObjectType::L2Cache,
+        ObjType::L1 => ObjectType::L1Cache,
+        ObjType::Core => ObjectType::Core,
+        ObjType::Pu => ObjectType::PU,
+        ObjType::Gpu => panic!("a GPU is a PCI device, not a CPU object"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synthetic(desc: &str) -> Topology {
+        load(&Source::Synthetic(desc.into()), false).expect("valid synthetic topology")
+    }
+
+    #[test]
+    fn synthetic_counts() {
+        let t = synthetic("pack:2 numa:2 core:4 pu:2");
+        assert_eq!(t.objects(ObjType::Package).len(), 2);
+        assert_eq!(t.objects(ObjType::Numa).len(), 4);
+        assert_eq!(t.objects(ObjType::Core).len(), 16);
+        assert_eq!(t.objects(ObjType::Pu).len(), 32);
+        assert_eq!(t.objects(ObjType::Machine).len(), 1);
+        assert!(t.objects(ObjType::L3).is_empty());
+        let core = t.objects(ObjType::Core)[3];
+        assert_eq!(t.pus_of(core).len(), 2);
+    }
+
+    #[test]
+    fn bad_synthetic_is_an_error() {
+        let err = load(&Source::Synthetic("pack:two".into()), false)
+            .err()
+            .expect("rejected");
+        assert!(
+            err.to_string()
+                .contains("invalid synthetic topology \"pack:two\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_xml_is_an_error() {
+        let err = load(&Source::Xml("/nonexistent/topo.xml".into()), false)
+            .err()
+            .expect("rejected");
+        assert_eq!(
+            err.to_string(),
+            "cannot load topology XML `/nonexistent/topo.xml`: no such file; export one with `lstopo --of xml FILE`"
+        );
+    }
+
+    #[test]
+    fn host_loads() {
+        let t = load(&Source::Host, false).expect("host topology");
+        assert!(!t.objects(ObjType::Pu).is_empty());
+        assert_eq!(t.source().to_string(), "this host");
+    }
+}
