@@ -54,6 +54,21 @@ pub struct UnitObj {
     pub logical: usize,
     /// OS (physical) index, when hwloc knows one.
     pub os: Option<usize>,
+    /// OS numbers of its PUs, ascending (one OpenMP place).
+    pub pus: Vec<usize>,
+}
+
+impl UnitObj {
+    fn of(obj: &TopologyObject) -> UnitObj {
+        UnitObj {
+            logical: obj.logical_index(),
+            os: obj.os_index(),
+            pus: obj
+                .cpuset()
+                .map(|s| s.iter_set().map(usize::from).collect())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// One local task's binding.
@@ -224,10 +239,7 @@ pub fn distribute(
             for &k in share {
                 let obj = pool[part[k]];
                 used[part[k]] = true;
-                task.units.push(UnitObj {
-                    logical: obj.logical_index(),
-                    os: obj.os_index(),
-                });
+                task.units.push(UnitObj::of(obj));
                 if let Some(set) = obj.cpuset() {
                     task.cpuset |= &*set;
                 }
@@ -238,10 +250,7 @@ pub fn distribute(
         .iter()
         .zip(&used)
         .filter(|(_, used)| !**used)
-        .map(|(obj, _)| UnitObj {
-            logical: obj.logical_index(),
-            os: obj.os_index(),
-        })
+        .map(|(obj, _)| UnitObj::of(obj))
         .collect();
     Ok(plan)
 }

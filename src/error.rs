@@ -3,6 +3,7 @@
 
 use crate::distribute::DistributeError;
 use crate::exit_code;
+use crate::launch::LaunchError;
 use crate::select::SelectError;
 use crate::shape::ShapeError;
 use crate::topology::TopologyError;
@@ -25,6 +26,9 @@ pub enum Error {
     /// Dealing units to tasks.
     #[error(transparent)]
     Distribute(#[from] DistributeError),
+    /// Identifying, binding or starting the task.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),
@@ -33,7 +37,11 @@ pub enum Error {
 impl Error {
     /// The exit status for this error (see [`crate::exit_code`]).
     pub fn exit_code(&self) -> i32 {
-        exit_code::REFUSED
+        match self {
+            Error::Launch(LaunchError::NotFound { .. }) => exit_code::NOT_FOUND,
+            Error::Launch(LaunchError::NotExecutable { .. }) => exit_code::NOT_EXECUTABLE,
+            _ => exit_code::REFUSED,
+        }
     }
 
     /// A closed stdout (`binder --dry-run … | head`) is not a failure.

@@ -44,8 +44,11 @@ impl fmt::Display for Vendor {
 /// One GPU (or GPU partition) of the node.
 #[derive(Debug, Clone)]
 pub struct Gpu {
-    /// Position in PCI bus order: the number given in the visible-devices variables.
+    /// Position in PCI bus order among all GPUs: binder's GPU number (`gpu:N`).
     pub index: usize,
+    /// Position in PCI bus order among this vendor's GPUs: the number its runtime uses
+    /// in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / ZE_AFFINITY_MASK.
+    pub vendor_index: usize,
     /// PCI bus id, `domain:bus:device.function`.
     pub busid: String,
     /// Who made it.
@@ -100,6 +103,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
         if partitions.is_empty() {
             let gpu = Gpu {
                 index: 0,
+                vendor_index: 0,
                 busid,
                 vendor,
                 model: pci_model,
@@ -115,6 +119,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
             let os_name = osdev.name().map(|n| n.to_string_lossy().into_owned());
             let gpu = Gpu {
                 index: 0,
+                vendor_index: 0,
                 busid: busid.clone(),
                 vendor,
                 model,
@@ -127,10 +132,19 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
     }
     // Stable: partitions of one device keep their OS order.
     found.sort_by_key(|(key, _)| *key);
+    let mut per_vendor = [0usize; 3];
     found
         .into_iter()
         .enumerate()
-        .map(|(index, (_, gpu))| Gpu { index, ..gpu })
+        .map(|(index, (_, gpu))| {
+            let slot = &mut per_vendor[gpu.vendor as usize];
+            *slot += 1;
+            Gpu {
+                index,
+                vendor_index: *slot - 1,
+                ..gpu
+            }
+        })
         .collect()
 }
 

@@ -1,14 +1,25 @@
-//! binder: from a YAML shape to every local task's cpuset.
+//! binder: from a YAML shape to every local task's cpuset, then bind and exec.
 //!
-//! A one-way pipeline, one module per stage: `shape` → `topology` → `unit` → `select` →
-//! `distribute` → `report`. Launching (bind + exec) is the next stage to land.
+//! A one-way pipeline, one module per stage, each with its own error type:
+//!
+//! ```text
+//! shape → topology → unit → select → distribute → launch (bind, env, exec)
+//!                                              ↘ report (dry-run text/JSON)
+//! ```
+//!
+//! [`config`] turns the command line into a validated [`config::Config`] once; [`run`]
+//! drives the stages. Everything before `launch` is pure and can be used on its own:
+//! load a [`topology::Topology`], parse a [`shape::Shape`] and call [`plan`].
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod distribute;
+pub mod config;
 pub mod error;
 pub mod exit_code;
+
+pub mod distribute;
 pub mod gpu;
+pub mod launch;
 pub mod report;
 pub mod select;
 pub mod shape;
@@ -19,28 +30,38 @@ use std::io::Write;
 
 pub use error::Error;
 
-use cli::{Action, Cli, CofArg, FormatArg};
-use distribute::{Locality, Request};
-use shape::{Bind, Shape};
-use topology::Source;
+use config::{Action, Config};
+use distribute::{Locality, Plan, Request};
+use shape::{Bind, Membind, Shape};
+use topology::{Source, Topology};
 
-/// Plans `shape` for `local_size` tasks on the topology from `source`.
+/// Loads the topology `shape` needs from `source`: with I/O discovery only when GPUs are
+/// involved, because on a host that costs more than the rest of binder together.
+pub fn load_topology(
+    shape: &Shape,
+    source: &Source,
+    gpus_per_task: Option<usize>,
+) -> Result<Topology, Error> {
+    let io = shape.needs_gpus() || gpus_per_task.is_some();
+    Ok(topology::load(source, io)?)
+}
+
+/// Plans `shape` for `local_size` tasks on `topology`. `origin` names the shape in errors;
+/// `gpus_per_task` overrides the shape's `options.gpus-per-task`.
 pub fn plan(
     shape: &Shape,
     origin: &str,
-    source: &Source,
+    topology: &Topology,
     local_size: usize,
     gpus_per_task: Option<usize>,
-) -> Result<distribute::Plan, Error> {
-    let io = shape.needs_gpus() || gpus_per_task.is_some();
-    let topology = topology::load(source, io)?;
-    let gpus = if io {
-        gpu::discover(&topology)
+) -> Result<Plan, Error> {
+    let gpus = if topology.has_io() {
+        gpu::discover(topology)
     } else {
         Vec::new()
     };
     let unit = unit::choose(shape);
-    let selection = select::select(&topology, &gpus, &shape.resources, origin)?;
+    let selection = select::select(topology, &gpus, &shape.resources, origin)?;
     let locality = match shape.options.bind {
         Some(Bind::GpuLocal) => Locality::GpuLocal,
         Some(Bind::GpuRemote) => Locality::GpuRemote,
@@ -55,58 +76,58 @@ pub fn plan(
         locality,
     };
     Ok(distribute::distribute(
-        &topology, &selection, gpus, &request, origin,
+        topology, &selection, gpus, &request, origin,
     )?)
 }
 
-/// Runs the command line, writing reports to `out`.
-pub fn run(cli: Cli, out: &mut impl Write) -> Result<(), Error> {
-    if let Some(Action::Schema) = cli.action {
+/// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
+/// `err`. A launch that succeeds never returns (the process became the task).
+pub fn run(
+    config: &Config,
+    env: &dyn launch::Env,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), Error> {
+    if config.action == Action::Schema {
         return out
             .write_all(shape::schema_json().as_bytes())
             .map_err(Error::Output);
     }
-    let path = cli
-        .shape
-        .clone()
-        .ok_or_else(|| Error::Usage("a SHAPE file is required".into()))?;
-    if !cli.dry_run {
-        return Err(Error::Usage(
-            "only --dry-run is implemented so far; add --dry-run".into(),
-        ));
-    }
-    let source = match (&cli.topology, &cli.synthetic, &cli.input) {
-        (Some(f), _, _) => Source::Xml(f.clone()),
-        (_, Some(d), _) => Source::Synthetic(d.clone()),
-        (_, _, Some(i)) if std::path::Path::new(i).is_file() => Source::Xml(i.into()),
-        (_, _, Some(i)) => Source::Synthetic(i.clone()),
-        _ => Source::Host,
-    };
-    let origin = path.display().to_string();
-    let shape = Shape::from_file(&path)?;
-    let size = cli.local_size.unwrap_or(1);
-    if size == 0 {
-        return Err(Error::Usage("--local-size must be at least 1".into()));
-    }
-    let plan = plan(&shape, &origin, &source, size, cli.gpus_per_task)?;
-    let ranks = match cli.local_rank {
-        Some(r) if r >= size => {
-            return Err(Error::Usage(format!(
-                "--local-rank {r} is not below --local-size {size}"
-            )))
+    let identity = launch::identify(config.local_rank, config.local_size, env)
+        .map_err(launch::LaunchError::from)?;
+    let origin = config.shape.display().to_string();
+    let shape = Shape::from_file(&config.shape)?;
+    let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    let plan = plan(
+        &shape,
+        &origin,
+        &topology,
+        identity.size,
+        config.gpus_per_task,
+    )?;
+    match &config.action {
+        Action::Launch(command) => {
+            let options = launch::Options {
+                command,
+                openmp: shape.options.openmp,
+                membind: shape.options.membind == Some(Membind::Local),
+                report: config.report,
+                verbose: config.verbose,
+            };
+            Err(launch::run(&topology, &plan, &identity, &options, err).into())
         }
-        Some(r) => Some(vec![r]),
-        None => None,
-    };
-    let format = match cli.format {
-        FormatArg::Text => report::Format::Text,
-        FormatArg::Json => report::Format::Json,
-    };
-    let cof = match cli.cpuset_output_format {
-        CofArg::Hwloc => report::CpusetFormat::Hwloc,
-        CofArg::List => report::CpusetFormat::List,
-        CofArg::Taskset => report::CpusetFormat::Taskset,
-    };
-    let header = format!("binder --dry-run {origin} on {source}");
-    report::render(&plan, ranks.as_deref(), format, cof, &header, out).map_err(Error::Output)
+        _ => {
+            let ranks = identity.rank_known.then_some([identity.rank]);
+            let header = format!("binder --dry-run {origin} on {}", config.source);
+            report::render(
+                &plan,
+                ranks.as_ref().map(|r| &r[..]),
+                config.format,
+                config.cpuset_format,
+                &header,
+                out,
+            )
+            .map_err(Error::Output)
+        }
+    }
 }

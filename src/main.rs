@@ -1,23 +1,34 @@
 //! The `binder` executable: parse arguments, run, map errors to exit codes.
 use clap::Parser;
 
+use binder::{cli::Cli, config::Config, exit_code, launch::ProcessEnv};
+
 fn main() {
-    let cli = match binder::cli::Cli::try_parse() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            // clap's usage errors would exit 2, which a task could mean; binder's is 125.
             let code = if e.use_stderr() {
-                binder::exit_code::REFUSED
+                exit_code::REFUSED
             } else {
-                binder::exit_code::SUCCESS
+                exit_code::SUCCESS
             };
             let _ = e.print();
             std::process::exit(code);
         }
     };
-    let mut out = std::io::stdout().lock();
-    if let Err(err) = binder::run(cli, &mut out) {
+    let report_env = std::env::var("BINDER_REPORT").ok();
+    let result = Config::from_cli(cli, report_env.as_deref()).and_then(|config| {
+        binder::run(
+            &config,
+            &ProcessEnv,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr(),
+        )
+    });
+    if let Err(err) = result {
         if err.is_broken_pipe() {
-            std::process::exit(binder::exit_code::SUCCESS);
+            std::process::exit(exit_code::SUCCESS);
         }
         eprintln!("binder: {err}");
         std::process::exit(err.exit_code());

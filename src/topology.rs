@@ -40,6 +40,7 @@ impl fmt::Display for Source {
 pub struct Topology {
     hw: hwlocality::Topology,
     source: Source,
+    io: bool,
 }
 
 /// Why a topology could not be loaded.
@@ -113,6 +114,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
     Ok(Topology {
         hw,
         source: source.clone(),
+        io,
     })
 }
 
@@ -120,6 +122,11 @@ impl Topology {
     /// The hwloc topology itself.
     pub fn hw(&self) -> &hwlocality::Topology {
         &self.hw
+    }
+
+    /// Whether it was loaded with I/O devices (so GPUs can be looked for).
+    pub fn has_io(&self) -> bool {
+        self.io
     }
 
     /// Where it was loaded from.

@@ -94,3 +94,31 @@ fn objects(unit: &str, units: &[UnitObj]) -> String {
     logical.sort_unstable();
     format!("{unit}:{}", index_ranges(&logical))
 }
+
+/// The `--report` line of one task, printed on stderr before exec, in the spirit of
+/// Slurm's `--cpu-bind=verbose` and Open MPI's `--report-bindings`.
+pub fn task_line(plan: &Plan, rank: usize, launcher: &str) -> String {
+    let task = &plan.tasks[rank];
+    let unit = plan.unit.unit;
+    let n = plan.tasks.len();
+    let mut line = if task.units.is_empty() {
+        format!("binder: rank {rank}/{n} [{launcher}] unit {unit}: not bound")
+    } else {
+        let cpus = cpus_of(&task.cpuset);
+        format!(
+            "binder: rank {rank}/{n} [{launcher}] unit {unit}: {} cpus {} mask {}",
+            objects(&unit.to_string(), &task.units),
+            cpu_list(&cpus),
+            hwloc_mask(&cpus)
+        )
+    };
+    if !task.gpus.is_empty() {
+        let busids: Vec<String> = task
+            .gpus
+            .iter()
+            .map(|&g| format!("gpu:{g} {}", plan.gpus[g].busid))
+            .collect();
+        line.push_str(&format!(" {}", busids.join(", ")));
+    }
+    line
+}

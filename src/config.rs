@@ -1,0 +1,171 @@
+//! Turns the parsed command line into a validated [`Config`], once. No clap type goes
+//! past this file, and every cross-flag rule (a command needs no `--dry-run`, a foreign
+//! topology needs one) is checked here so the stages never see a contradictory request.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg};
+use crate::error::Error;
+use crate::report::{CpusetFormat, Format};
+use crate::topology::Source;
+
+/// What binder was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Print the JSON Schema of the shape format.
+    Schema,
+    /// Print the placement instead of running anything.
+    DryRun,
+    /// Bind this task and exec the command (program first).
+    Launch(Vec<OsString>),
+}
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// What to do.
+    pub action: Action,
+    /// The shape file (absent only for [`Action::Schema`]).
+    pub shape: PathBuf,
+    /// Where the topology comes from.
+    pub source: Source,
+    /// `--local-rank`, which wins over the launcher's.
+    pub local_rank: Option<usize>,
+    /// `--local-size`, which wins over the launcher's.
+    pub local_size: Option<usize>,
+    /// `--gpus-per-task`, which wins over the shape's.
+    pub gpus_per_task: Option<usize>,
+    /// Dry-run output format.
+    pub format: Format,
+    /// How cpusets are printed in the text form.
+    pub cpuset_format: CpusetFormat,
+    /// Print this task's binding on stderr before exec.
+    pub report: bool,
+    /// Explain identity and inherited bindings on stderr.
+    pub verbose: bool,
+}
+
+impl Config {
+    /// Validates `cli`; `report_env` is the value of `BINDER_REPORT`, if set.
+    pub fn from_cli(cli: Cli, report_env: Option<&str>) -> Result<Config, Error> {
+        let source = match (&cli.topology, &cli.synthetic, &cli.input) {
+            (Some(f), _, _) => Source::Xml(f.clone()),
+            (_, Some(d), _) => Source::Synthetic(d.clone()),
+            // hwloc's -i takes either; an existing file wins, as in hwloc-calc.
+            (_, _, Some(i)) if Path::new(i).is_file() => Source::Xml(i.into()),
+            (_, _, Some(i)) => Source::Synthetic(i.clone()),
+            _ => Source::Host,
+        };
+        let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
+            (Some(CliAction::Schema), _, _) => Action::Schema,
+            (None, true, true) => Action::DryRun,
+            (None, true, false) => {
+                return Err(Error::Usage(
+                    "--dry-run runs nothing, but a COMMAND follows `--`; drop one of them".into(),
+                ))
+            }
+            (None, false, true) => {
+                return Err(Error::Usage(
+                    "no COMMAND to run; put it after `--` (`binder SHAPE -- ./app`), or add --dry-run to see the placement".into(),
+                ))
+            }
+            (None, false, false) => Action::Launch(cli.command),
+        };
+        if matches!(action, Action::Launch(_)) && source != Source::Host {
+            return Err(Error::Usage(format!(
+                "--topology/--synthetic/--input describe another machine ({source}), but binding needs this host's; use them with --dry-run"
+            )));
+        }
+        if cli.local_size == Some(0) {
+            return Err(Error::Usage("--local-size must be at least 1".into()));
+        }
+        if cli.gpus_per_task == Some(0) {
+            return Err(Error::Usage(
+                "--gpus-per-task must be at least 1; leave it out for no GPUs".into(),
+            ));
+        }
+        let shape = match (&action, cli.shape) {
+            (Action::Schema, shape) => shape.unwrap_or_default(),
+            (_, Some(shape)) => shape,
+            (_, None) => return Err(Error::Usage("a SHAPE file is required".into())),
+        };
+        Ok(Config {
+            action,
+            shape,
+            source,
+            local_rank: cli.local_rank,
+            local_size: cli.local_size,
+            gpus_per_task: cli.gpus_per_task,
+            format: match cli.format {
+                FormatArg::Text => Format::Text,
+                FormatArg::Json => Format::Json,
+            },
+            cpuset_format: match cli.cpuset_output_format {
+                CofArg::Hwloc => CpusetFormat::Hwloc,
+                CofArg::List => CpusetFormat::List,
+                CofArg::Taskset => CpusetFormat::Taskset,
+            },
+            report: cli.report || report_env.is_some_and(|v| !v.is_empty() && v != "0"),
+            verbose: cli.verbose,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<Config, String> {
+        let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+        Config::from_cli(cli, None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn dry_run_and_launch() {
+        assert_eq!(
+            config(&["binder", "--dry-run", "s.yaml"]).unwrap().action,
+            Action::DryRun
+        );
+        let c = config(&["binder", "s.yaml", "--", "./app", "-x"]).unwrap();
+        assert_eq!(c.action, Action::Launch(vec!["./app".into(), "-x".into()]));
+        assert_eq!(c.source, Source::Host);
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        let e = config(&["binder", "--dry-run", "s.yaml", "--", "app"]).unwrap_err();
+        assert!(e.contains("--dry-run runs nothing"), "{e}");
+        let e = config(&["binder", "s.yaml"]).unwrap_err();
+        assert!(e.contains("no COMMAND to run"), "{e}");
+        let e = config(&["binder", "--synthetic", "core:2", "s.yaml", "--", "app"]).unwrap_err();
+        assert!(e.contains("binding needs this host's"), "{e}");
+        let e = config(&["binder", "--dry-run", "--local-size", "0", "s.yaml"]).unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = config(&["binder", "--dry-run", "--gpus-per-task", "0", "s.yaml"]).unwrap_err();
+        assert!(e.contains("--gpus-per-task"), "{e}");
+    }
+
+    #[test]
+    fn input_is_a_file_or_a_description() {
+        let c = config(&["binder", "-n", "-i", "pack:2 core:2", "s.yaml"]).unwrap();
+        assert_eq!(c.source, Source::Synthetic("pack:2 core:2".into()));
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        let c = config(&["binder", "-n", "-i", manifest, "s.yaml"]).unwrap();
+        assert_eq!(c.source, Source::Xml(manifest.into()));
+    }
+
+    #[test]
+    fn report_from_flag_or_environment() {
+        let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "app"]).unwrap();
+        assert!(Config::from_cli(cli, Some("1")).unwrap().report);
+        let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "app"]).unwrap();
+        assert!(!Config::from_cli(cli, Some("0")).unwrap().report);
+        assert!(
+            config(&["binder", "--report", "s.yaml", "--", "app"])
+                .unwrap()
+                .report
+        );
+    }
+}

@@ -1,0 +1,59 @@
+//! Applies a task's binding to this process through hwloc, then reads it back.
+//!
+//! binder has one thread when it binds, so the single-thread flavour of hwloc's calls is
+//! exact and the cheapest: `sched_setaffinity` and `set_mempolicy` on this thread, both of
+//! which survive `execve` into the task. Binding goes through hwlocality, whose cpusets
+//! grow past 1024 CPUs (a `cpu_set_t` does not).
+
+use hwlocality::cpu::binding::CpuBindingFlags;
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
+use hwlocality::memory::nodeset::NodeSet;
+
+use super::LaunchError;
+use crate::report::{cpu_list, cpus_of};
+use crate::topology::Topology;
+
+/// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
+pub fn current(topology: &Topology) -> Option<CpuSet> {
+    topology
+        .hw()
+        .cpu_binding(CpuBindingFlags::ASSUME_SINGLE_THREAD)
+        .ok()
+}
+
+/// Binds this process to `set` and checks that the kernel applied exactly that.
+pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
+    let flags = CpuBindingFlags::ASSUME_SINGLE_THREAD | CpuBindingFlags::STRICT;
+    topology
+        .hw()
+        .bind_cpu(set, flags)
+        .map_err(|e| LaunchError::Bind {
+            cpus: cpu_list(&cpus_of(set)),
+            reason: e.to_string(),
+        })?;
+    let got = current(topology).unwrap_or_default();
+    if got != *set {
+        return Err(LaunchError::NotApplied {
+            want: cpu_list(&cpus_of(set)),
+            got: cpu_list(&cpus_of(&got)),
+        });
+    }
+    Ok(())
+}
+
+/// Binds this process's memory to the NUMA nodes of `cpus` (strict `MPOL_BIND`, as
+/// `numactl --membind` does); returns the NUMA nodes (OS numbers) bound to.
+pub fn bind_memory_local(topology: &Topology, cpus: &CpuSet) -> Result<Vec<usize>, LaunchError> {
+    let nodes = NodeSet::from_cpuset(topology.hw(), cpus);
+    let list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
+    let flags = MemoryBindingFlags::ASSUME_SINGLE_THREAD | MemoryBindingFlags::STRICT;
+    topology
+        .hw()
+        .bind_memory(&nodes, MemoryBindingPolicy::Bind, flags)
+        .map_err(|e| LaunchError::Membind {
+            nodes: cpu_list(&list),
+            reason: e.to_string(),
+        })?;
+    Ok(list)
+}

@@ -1,0 +1,176 @@
+//! Runs the task for real: who am I ([`identity`]), bind ([`bind`]), the task's
+//! environment ([`env`]), then `execvp` — no fork, so the PID, signals and exit status
+//! the launcher sees are the application's. The only stage with side effects.
+//!
+//! Every check comes before the first side effect, and any failure returns an error
+//! instead of running the command: a task is never started unbound because of binder.
+
+pub mod bind;
+pub mod env;
+pub mod identity;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+
+use crate::distribute::Plan;
+use crate::report;
+use crate::topology::Topology;
+use crate::unit::Unit;
+
+pub use identity::{identify, Env, Identity, IdentityError, Launcher, ProcessEnv};
+
+/// Why the task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The launcher's variables are malformed or inconsistent.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// hwloc refused the CPU binding.
+    #[error("cannot bind to cpus {cpus}: {reason}; check `taskset -p $$` and the job's cgroup (`cat /sys/fs/cgroup/cpuset.cpus.effective`)")]
+    Bind {
+        /// The CPUs asked for.
+        cpus: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// The kernel applied another set than asked for.
+    #[error("asked the kernel for cpus {want} but the binding reads back as {got}; something else (a cgroup or a launcher) changes affinity")]
+    NotApplied {
+        /// The CPUs asked for.
+        want: String,
+        /// What `sched_getaffinity` says now.
+        got: String,
+    },
+    /// hwloc refused the memory binding.
+    #[error("cannot bind memory to NUMA node(s) {nodes}: {reason}; drop `membind: local` or check the cgroup's cpuset.mems")]
+    Membind {
+        /// The NUMA nodes (OS numbers).
+        nodes: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// The command is not on `PATH` (or the path does not exist).
+    #[error("command `{program}` not found; check the spelling and PATH")]
+    NotFound {
+        /// The program as given.
+        program: String,
+    },
+    /// The command exists but cannot be executed.
+    #[error("cannot execute `{program}`: {source}")]
+    NotExecutable {
+        /// The program as given.
+        program: String,
+        /// Why `execvp` failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the launch needs besides the plan.
+#[derive(Debug)]
+pub struct Options<'a> {
+    /// The command and its arguments.
+    pub command: &'a [OsString],
+    /// Export OpenMP's variables.
+    pub openmp: bool,
+    /// Bind memory to the NUMA nodes of the task's CPUs.
+    pub membind: bool,
+    /// Print the binding line on stderr before exec.
+    pub report: bool,
+    /// Explain identity and inherited bindings on stderr.
+    pub verbose: bool,
+}
+
+/// Binds this process as `plan` says for `identity` and execs the command. Returns only
+/// on failure; `stderr` gets `--report` and `--verbose` lines.
+pub fn run(
+    topology: &Topology,
+    plan: &Plan,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> LaunchError {
+    match prepare(topology, plan, identity, options, stderr) {
+        Ok(env) => exec(options.command, &env),
+        Err(e) => e,
+    }
+}
+
+fn prepare(
+    topology: &Topology,
+    plan: &Plan,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    let inherited = bind::current(topology);
+    if options.verbose {
+        let from = match identity.launcher {
+            Some(l) => format!("{l} ({})", identity.vars.join(" ")),
+            None if identity.rank_known => "--local-rank/--local-size".to_owned(),
+            None => "no launcher found, so rank 0 of 1".to_owned(),
+        };
+        let _ = writeln!(
+            stderr,
+            "binder: local rank {}/{} from {from}",
+            identity.rank, identity.size
+        );
+        let allowed = topology.hw().allowed_cpuset();
+        if let Some(inherited) = inherited.as_ref().filter(|i| **i != *allowed) {
+            let hint = identity.launcher.map_or_else(
+                || "the launcher's binding option".to_owned(),
+                |l| format!("`{}`", l.unbind_hint()),
+            );
+            let _ = writeln!(
+                stderr,
+                "binder: warning: started bound to cpus {} of the allowed {}; binder plans over \
+                 the allowed set and rebinds, but turn the launcher's binding off with {hint}",
+                report::cpu_list(&report::cpus_of(inherited)),
+                report::cpu_list(&report::cpus_of(&allowed)),
+            );
+        }
+    }
+    let task = &plan.tasks[identity.rank];
+    if plan.unit.unit != Unit::None {
+        bind::bind_cpus(topology, &task.cpuset)?;
+    }
+    if options.membind {
+        let cpus = if plan.unit.unit == Unit::None {
+            inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target())
+        } else {
+            task.cpuset.clone()
+        };
+        bind::bind_memory_local(topology, &cpus)?;
+    }
+    if options.report {
+        let launcher = identity
+            .launcher
+            .map_or_else(|| "none".to_owned(), |l| l.to_string());
+        let _ = writeln!(
+            stderr,
+            "{}",
+            report::task_line(plan, identity.rank, &launcher)
+        );
+    }
+    let get = |name: &str| std::env::var(name).ok();
+    Ok(env::task_env(plan, identity, options.openmp, &get))
+}
+
+/// Replaces this process with the command. std's `exec` is used rather than a raw
+/// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
+/// the application starts with default dispositions.
+fn exec(command: &[OsString], env: &[(String, String)]) -> LaunchError {
+    let program = command[0].to_string_lossy().into_owned();
+    let error = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    match error.kind() {
+        std::io::ErrorKind::NotFound => LaunchError::NotFound { program },
+        _ => LaunchError::NotExecutable {
+            program,
+            source: error,
+        },
+    }
+}
