@@ -31,6 +31,9 @@ Exit status: 0 dry-run printed; 125 binder refused (the task was not started);
     max_term_width = 98,
     after_long_help = EXAMPLES,
     args_conflicts_with_subcommands = true,
+    subcommand_value_name = "SUBCOMMAND",
+    subcommand_help_heading = "Subcommands",
+    disable_help_subcommand = true,
     subcommand_negates_reqs = true
 )]
 pub struct Cli {

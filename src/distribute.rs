@@ -133,7 +133,7 @@ pub enum DistributeError {
         rule: String,
     },
     /// More GPUs asked for than the node has.
-    #[error("{origin}: {tasks} tasks × {per_task} GPUs per task need {need} GPUs, but {source_desc} has {have}{hint}")]
+    #[error("{origin}: {tasks} task(s) × {per_task} GPU(s) per task need {need} GPU(s), but {source_desc} has {have}{hint}")]
     TooFewGpus {
         /// The shape file.
         origin: String,

@@ -69,7 +69,13 @@ pub(super) fn render(
         if !gpus.is_empty() {
             let names: Vec<String> = gpus
                 .iter()
-                .map(|&g| format!("gpu:{g} {} {}", plan.gpus[g].busid, plan.gpus[g].model))
+                .map(|&g| {
+                    let gpu = &plan.gpus[g];
+                    match &gpu.os_name {
+                        Some(os) => format!("gpu:{g} {} {os} {}", gpu.busid, gpu.model),
+                        None => format!("gpu:{g} {} {}", gpu.busid, gpu.model),
+                    }
+                })
                 .collect();
             line.push_str(&format!("  {}", names.join("; ")));
         }

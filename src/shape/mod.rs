@@ -501,14 +501,10 @@ impl Shape {
         serde_yaml::from_str::<Shape>(text).map_err(|err| {
             let location = err.location().map(|l| (l.line(), l.column()));
             let full = err.to_string();
-            // yaml_serde appends " at line L column C"; the location goes in front instead.
-            let bare = full
-                .rsplit_once(" at line ")
-                .map_or(full.as_str(), |(m, _)| m);
-            let message = if bare.contains("EOF while parsing") {
+            let message = if full.contains("EOF while parsing") {
                 "the shape is empty; it needs at least a `resources` list".to_owned()
             } else {
-                validate::explain_serde_message(bare)
+                validate::explain_serde_message(&full)
             };
             ShapeError::Invalid {
                 origin: origin.to_owned(),

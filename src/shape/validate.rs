@@ -93,14 +93,26 @@ fn backticked(names: &[&str]) -> String {
         .join(", ")
 }
 
-/// Rewrites serde's "unknown field" message into one with a suggestion, so a misspelt key
-/// (`patern`) reads like a misspelt type does.
+/// Rewrites serde's and the YAML parser's messages into ones that say what to change:
+/// a misspelt key (`patern`) gets a suggestion as a misspelt type does, and a position
+/// the parser repeats inside its text is dropped (the caller prints it in front).
 pub(crate) fn explain_serde_message(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_owned();
+    let message = strip_positions(message);
+    if let Some(field) = between(&message, "missing field `", "`") {
+        return format!("`{field}` is missing; a shape needs at least `resources:` with one item, for example `- type: core`");
+    }
+    if message.contains("did not find expected")
+        || message.contains("mapping values are not allowed")
+    {
+        return format!("{message}; check the indentation: items of a list start with `- ` and their keys line up under the first one");
+    }
+    let Some(at) = message.find("unknown field `") else {
+        return message;
     };
+    let (prefix, rest) = message.split_at(at);
+    let rest = &rest["unknown field `".len()..];
     let Some((field, expected)) = rest.split_once("`, expected ") else {
-        return message.to_owned();
+        return message.clone();
     };
     let names: Vec<&str> = expected
         .split('`')
@@ -109,9 +121,37 @@ pub(crate) fn explain_serde_message(message: &str) -> String {
         .map(|(_, s)| s)
         .collect();
     format!(
-        "unknown key `{field}`{}; expected {expected}",
+        "{prefix}unknown key `{field}`{}; expected {expected}",
         did_you_mean(field, &names)
     )
+}
+
+/// The text between the first `open` and the next `close`.
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let len = text[start..].find(close)?;
+    Some(&text[start..start + len])
+}
+
+/// Removes every " at line L column C" the YAML parser writes into its messages.
+fn strip_positions(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + " at line ".len()..];
+        let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let n = digits(tail);
+        match tail[n..].strip_prefix(" column ") {
+            Some(col) if n > 0 => rest = &col[digits(col)..],
+            _ => {
+                out.push_str(" at line ");
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What the value of a `count` may be: a whole number from 1, or `all`.
@@ -214,6 +254,23 @@ mod tests {
             "unknown key `patern`; did you mean `pattern`?; expected one of `type`, `pattern`"
         );
         assert_eq!(explain_serde_message("something else"), "something else");
+        let m = explain_serde_message("options: unknown field `patern`, expected `pattern`");
+        assert!(
+            m.starts_with("options: unknown key `patern`; did you mean `pattern`?"),
+            "{m}"
+        );
+        let m = explain_serde_message(
+            "did not find expected '-' indicator at line 4 column 4, while parsing",
+        );
+        assert!(
+            m.starts_with(
+                "did not find expected '-' indicator, while parsing; check the indentation"
+            ),
+            "{m}"
+        );
+        assert!(
+            explain_serde_message("missing field `resources`").contains("`resources` is missing")
+        );
     }
 
     #[test]

@@ -1,0 +1,9 @@
+//! binder's behaviour seen from outside: the command line, dry-run output, errors and
+//! exit codes, running a task, the planner's properties and the hwloc-calc oracle.
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod launch;
+mod oracle;
+mod properties;

@@ -1,0 +1,61 @@
+//! binder against hwloc's own tools: `../shared/tools/oracle.py` computes each rank's
+//! CPUs with `hwloc-calc` and compares them with `binder --dry-run --format json`, for
+//! every CPU shape of the catalog on real machine topologies at local sizes 1, 2, 3, 8.
+
+use std::process::Command;
+
+use crate::common::{python_with_yaml, root, shared};
+
+/// Eight real machines covering the numbering and allowed-set traps (see MANIFEST.tsv).
+const TOPOLOGIES: [&str; 8] = [
+    "epyc9654-genoa-2s-192c-smt2.xml",
+    "skylake-2s-36c-smt2.xml",
+    "raptorlake-i7-1370p-hybrid.xml",
+    "opteron-4s-8numa-cgroup-disallowed.xml",
+    "epyc7451-naples-2s-48c-smt2-8numa.xml",
+    "power8-coralea-2s-20c-smt8-4p100.xml",
+    "knl7250-snc4-flat-68c-smt4-8numa.xml",
+    "xeon-2s-offline-cpu0-node0.xml",
+];
+
+#[test]
+fn catalog_agrees_with_hwloc_calc() {
+    let Some(shared) = shared() else { return };
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let Some(python) = python_with_yaml().filter(|_| crate::common::has("hwloc-calc")) else {
+        assert!(!ci, "the oracle needs hwloc-calc and python3-yaml under CI");
+        eprintln!("SKIPPED: oracle needs hwloc-calc and python3 with yaml");
+        return;
+    };
+    let mut shapes: Vec<String> = std::fs::read_dir(root().join("shapes"))
+        .unwrap()
+        .map(|e| format!("shapes/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|s| !s.contains("gpu"))
+        .collect();
+    shapes.sort();
+    let out = Command::new(python)
+        .current_dir(root())
+        .arg("tests/oracle/sweep.py")
+        .arg(env!("CARGO_BIN_EXE_binder"))
+        .arg(&shared)
+        .args([
+            "--topologies",
+            &TOPOLOGIES.join(","),
+            "--shapes",
+            &shapes.join(","),
+            "--sizes",
+            "1,2,3,8",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let failures: Vec<&str> = text.lines().filter(|l| !l.starts_with("ok ")).collect();
+    assert!(
+        out.status.success(),
+        "oracle disagrees:\n{}\n{}",
+        failures.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = format!("{} passed, 0 failed", TOPOLOGIES.len() * shapes.len() * 4);
+    assert_eq!(text.lines().last(), Some(want.as_str()));
+}
