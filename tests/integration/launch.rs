@@ -259,7 +259,8 @@ fn bad_input_never_runs_the_command() {
     std::fs::create_dir_all(&dir).unwrap();
     let marker = dir.join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
         (vec!["tests/fixtures/shapes/typo-key.yaml"], vec![]),
         (vec!["tests/fixtures/shapes/too-many-cores.yaml"], vec![]),
         (vec!["no-such-shape.yaml"], vec![]),
