@@ -1,1 +1,178 @@
-//! placeholder
+//! End to end under the real launchers: Open MPI's `mpirun`, MPICH's `mpiexec.hydra` and
+//! a throwaway single-node Slurm. Each rank runs `binder SHAPE -- probe`, and the probe
+//! reports the affinity the kernel really gave it; that must be what
+//! `binder --dry-run --local-rank r --local-size N` promised.
+//!
+//! A missing launcher is a loud skip on a workstation and a failure under `CI=true` or
+//! `BINDER_E2E=1`, so CI can never pass by skipping.
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use binder::exit_code::SUCCESS;
+use common::{binder, has, root, run};
+
+const SHAPE: &str = "shapes/cores-packed.yaml";
+const TASKS: usize = 2;
+/// Prints `rank|affinity|BINDER_CPUS|BINDER_LOCAL_SIZE` from inside the task.
+const PROBE: &str = r#"printf '%s|%s|%s|%s\n' "$BINDER_LOCAL_RANK" "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" "$BINDER_CPUS" "$BINDER_LOCAL_SIZE""#;
+
+fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true") || std::env::var("BINDER_E2E").is_ok_and(|v| v == "1")
+}
+
+/// Whether `program` can be used; a loud skip, or a failure when e2e is required.
+fn available(program: &str) -> bool {
+    if has(program) {
+        return true;
+    }
+    assert!(!required(), "{program} is missing but CI=true/BINDER_E2E=1 requires the e2e tests");
+    eprintln!("SKIPPED: {program} not installed; e2e test did not run");
+    false
+}
+
+/// What `--dry-run` promises each rank, by rank: its CPU list.
+fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
+    let out = run(
+        binder().args(["-n", "--format", "json", "--local-size", &size.to_string(), shape]),
+        SUCCESS,
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["local_rank"].as_u64().unwrap() as usize, v["cpulist"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// Runs `launcher_args… binder SHAPE -- sh -c PROBE` and checks every rank's report.
+fn check(launcher: &mut Command) {
+    let bin = env!("CARGO_BIN_EXE_binder");
+    launcher.current_dir(root()).args([bin, SHAPE, "--", "sh", "-c", PROBE]);
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
+            launcher.env_remove(key);
+        }
+    }
+    let out = run(launcher, SUCCESS);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = promised(SHAPE, TASKS);
+    let mut seen = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        assert_eq!(f.len(), 4, "probe line {line:?} in\n{text}");
+        let rank: usize = f[0].parse().unwrap_or_else(|_| panic!("rank in {line:?}"));
+        assert_eq!(f[1], want[&rank], "rank {rank}: kernel affinity vs dry-run\n{text}");
+        assert_eq!(f[2], want[&rank], "rank {rank}: BINDER_CPUS\n{text}");
+        assert_eq!(f[3], TASKS.to_string(), "rank {rank}: BINDER_LOCAL_SIZE\n{text}");
+        seen.insert(rank, ());
+    }
+    assert_eq!(seen.len(), TASKS, "every rank reported once:\n{text}");
+}
+
+fn mpirun() -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+    cmd
+}
+
+#[test]
+fn open_mpi_without_binding() {
+    if !available("mpirun") {
+        return;
+    }
+    check(mpirun().args(["--bind-to", "none", "-np", &TASKS.to_string()]));
+}
+
+/// Open MPI binds each rank to a core by default; binder plans over the allowed set, so
+/// the plan must not change, and binder rebinds to it.
+#[test]
+fn open_mpi_with_its_default_binding() {
+    if !available("mpirun") {
+        return;
+    }
+    check(mpirun().args(["-np", &TASKS.to_string()]));
+    check(mpirun().args(["--bind-to", "core", "--map-by", "core", "-np", &TASKS.to_string()]));
+}
+
+#[test]
+fn mpich_hydra() {
+    if !available("mpiexec.hydra") {
+        return;
+    }
+    check(Command::new("mpiexec.hydra").args(["-np", &TASKS.to_string()]));
+}
+
+#[test]
+fn exit_status_through_mpirun() {
+    if !available("mpirun") {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_binder");
+    let status = mpirun()
+        .current_dir(root())
+        .args(["--bind-to", "none", "-np", "1", bin, SHAPE, "--", "sh", "-c", "exit 3"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+}
+
+/// A single-node Slurm on localhost, stopped when dropped.
+struct Slurm {
+    dir: PathBuf,
+    conf: String,
+}
+
+impl Slurm {
+    fn start() -> Option<Slurm> {
+        let root_user = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
+        if !available("slurmd") || !available("munged") {
+            return None;
+        }
+        if !root_user {
+            assert!(!required(), "the Slurm e2e test needs root");
+            eprintln!("SKIPPED: the Slurm e2e test needs root");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("binder-slurm-{}", std::process::id()));
+        let script = root().join("tests/e2e/slurm.sh");
+        let out = Command::new("bash").arg(&script).arg("start").arg(&dir).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let slurm = Slurm {
+            conf: stdout.trim().strip_prefix("export SLURM_CONF=").unwrap_or_default().to_owned(),
+            dir,
+        };
+        assert!(
+            out.status.success() && !slurm.conf.is_empty(),
+            "slurm did not start:\n{}\n{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(slurm)
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(root().join("tests/e2e/slurm.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn slurm_srun() {
+    let Some(slurm) = Slurm::start() else { return };
+    let mut srun = Command::new("srun");
+    srun.env("SLURM_CONF", &slurm.conf)
+        .args(["-n", &TASKS.to_string(), "--overcommit", "--cpu-bind=none"]);
+    check(&mut srun);
+}
