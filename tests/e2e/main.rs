@@ -21,7 +21,8 @@ const TASKS: usize = 2;
 const PROBE: &str = r#"printf '%s|%s|%s|%s\n' "$BINDER_LOCAL_RANK" "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" "$BINDER_CPUS" "$BINDER_LOCAL_SIZE""#;
 
 fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true") || std::env::var("BINDER_E2E").is_ok_and(|v| v == "1")
+    std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("BINDER_E2E").is_ok_and(|v| v == "1")
 }
 
 /// Whether `program` can be used; a loud skip, or a failure when e2e is required.
@@ -29,7 +30,10 @@ fn available(program: &str) -> bool {
     if has(program) {
         return true;
     }
-    assert!(!required(), "{program} is missing but CI=true/BINDER_E2E=1 requires the e2e tests");
+    assert!(
+        !required(),
+        "{program} is missing but CI=true/BINDER_E2E=1 requires the e2e tests"
+    );
     eprintln!("SKIPPED: {program} not installed; e2e test did not run");
     false
 }
@@ -37,7 +41,14 @@ fn available(program: &str) -> bool {
 /// What `--dry-run` promises each rank, by rank: its CPU list.
 fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
     let out = run(
-        binder().args(["-n", "--format", "json", "--local-size", &size.to_string(), shape]),
+        binder().args([
+            "-n",
+            "--format",
+            "json",
+            "--local-size",
+            &size.to_string(),
+            shape,
+        ]),
         SUCCESS,
     );
     String::from_utf8(out.stdout)
@@ -45,7 +56,10 @@ fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (v["local_rank"].as_u64().unwrap() as usize, v["cpulist"].as_str().unwrap().to_owned())
+            (
+                v["local_rank"].as_u64().unwrap() as usize,
+                v["cpulist"].as_str().unwrap().to_owned(),
+            )
         })
         .collect()
 }
@@ -53,7 +67,9 @@ fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
 /// Runs `launcher_args… binder SHAPE -- sh -c PROBE` and checks every rank's report.
 fn check(launcher: &mut Command) {
     let bin = env!("CARGO_BIN_EXE_binder");
-    launcher.current_dir(root()).args([bin, SHAPE, "--", "sh", "-c", PROBE]);
+    launcher
+        .current_dir(root())
+        .args([bin, SHAPE, "--", "sh", "-c", PROBE]);
     for (key, _) in std::env::vars() {
         if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
             launcher.env_remove(key);
@@ -67,9 +83,16 @@ fn check(launcher: &mut Command) {
         let f: Vec<&str> = line.split('|').collect();
         assert_eq!(f.len(), 4, "probe line {line:?} in\n{text}");
         let rank: usize = f[0].parse().unwrap_or_else(|_| panic!("rank in {line:?}"));
-        assert_eq!(f[1], want[&rank], "rank {rank}: kernel affinity vs dry-run\n{text}");
+        assert_eq!(
+            f[1], want[&rank],
+            "rank {rank}: kernel affinity vs dry-run\n{text}"
+        );
         assert_eq!(f[2], want[&rank], "rank {rank}: BINDER_CPUS\n{text}");
-        assert_eq!(f[3], TASKS.to_string(), "rank {rank}: BINDER_LOCAL_SIZE\n{text}");
+        assert_eq!(
+            f[3],
+            TASKS.to_string(),
+            "rank {rank}: BINDER_LOCAL_SIZE\n{text}"
+        );
         seen.insert(rank, ());
     }
     assert_eq!(seen.len(), TASKS, "every rank reported once:\n{text}");
@@ -97,7 +120,14 @@ fn open_mpi_with_its_default_binding() {
         return;
     }
     check(mpirun().args(["-np", &TASKS.to_string()]));
-    check(mpirun().args(["--bind-to", "core", "--map-by", "core", "-np", &TASKS.to_string()]));
+    check(mpirun().args([
+        "--bind-to",
+        "core",
+        "--map-by",
+        "core",
+        "-np",
+        &TASKS.to_string(),
+    ]));
 }
 
 #[test]
@@ -116,7 +146,18 @@ fn exit_status_through_mpirun() {
     let bin = env!("CARGO_BIN_EXE_binder");
     let status = mpirun()
         .current_dir(root())
-        .args(["--bind-to", "none", "-np", "1", bin, SHAPE, "--", "sh", "-c", "exit 3"])
+        .args([
+            "--bind-to",
+            "none",
+            "-np",
+            "1",
+            bin,
+            SHAPE,
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(3));
@@ -130,7 +171,10 @@ struct Slurm {
 
 impl Slurm {
     fn start() -> Option<Slurm> {
-        let root_user = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n");
+        let root_user = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout == b"0\n");
         if !available("slurmd") || !available("munged") {
             return None;
         }
@@ -141,10 +185,19 @@ impl Slurm {
         }
         let dir = std::env::temp_dir().join(format!("binder-slurm-{}", std::process::id()));
         let script = root().join("tests/e2e/slurm.sh");
-        let out = Command::new("bash").arg(&script).arg("start").arg(&dir).output().unwrap();
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let slurm = Slurm {
-            conf: stdout.trim().strip_prefix("export SLURM_CONF=").unwrap_or_default().to_owned(),
+            conf: stdout
+                .trim()
+                .strip_prefix("export SLURM_CONF=")
+                .unwrap_or_default()
+                .to_owned(),
             dir,
         };
         assert!(
@@ -172,7 +225,11 @@ impl Drop for Slurm {
 fn slurm_srun() {
     let Some(slurm) = Slurm::start() else { return };
     let mut srun = Command::new("srun");
-    srun.env("SLURM_CONF", &slurm.conf)
-        .args(["-n", &TASKS.to_string(), "--overcommit", "--cpu-bind=none"]);
+    srun.env("SLURM_CONF", &slurm.conf).args([
+        "-n",
+        &TASKS.to_string(),
+        "--overcommit",
+        "--cpu-bind=none",
+    ]);
     check(&mut srun);
 }

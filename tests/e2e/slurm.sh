@@ -18,7 +18,7 @@ start)
   port=$((20000 + RANDOM % 20000))
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=binder-e2e
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -44,9 +44,29 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName=$host CPUs=$cpus State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
+  # slurmd 22.05 insists on a cgroup mount even with proctrack/linuxproc and task/none.
+  # A booted machine has one; a bare chroot does not, so mount this process's cgroup v1
+  # hierarchies (or cgroup2 on a unified host) for the duration of the test.
+  printf "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n" >"$dir/cgroup.conf"
+  if ! mountpoint -q /sys/fs/cgroup; then
+    if grep -q '^0::/' /proc/self/cgroup && [ "$(wc -l </proc/self/cgroup)" = 1 ]; then
+      mount -t cgroup2 none /sys/fs/cgroup
+    else
+      mount -t tmpfs cgroup_root /sys/fs/cgroup
+      cut -d: -f2 /proc/self/cgroup | grep -v '^$' | while read -r ctl; do
+        case "$ctl" in
+          name=*) sub=${ctl#name=}; opts="none,$ctl" ;;
+          *) sub=$ctl; opts=$ctl ;;
+        esac
+        mkdir -p "/sys/fs/cgroup/$sub"
+        mount -t cgroup -o "$opts" cgroup "/sys/fs/cgroup/$sub"
+      done
+    fi
+    echo mounted >"$dir/cgroup.mounted"
+  fi
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF"
   slurmd -f "$SLURM_CONF"
@@ -64,5 +84,10 @@ stop)
   for p in slurmd slurmctld munged; do
     [ -f "$dir/$p.pid" ] && kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
   done
+  if [ -f "$dir/cgroup.mounted" ]; then
+    sleep 1
+    for m in /sys/fs/cgroup/*; do mountpoint -q "$m" && umount "$m" || true; done
+    umount /sys/fs/cgroup || true
+  fi
   ;;
 esac

@@ -292,3 +292,21 @@ fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
         binder::shape::Shape::from_file(&path).expect("catalog shape parses");
     }
 }
+
+#[test]
+fn readme_help_block_is_current() {
+    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- help start -->\n```text\n")
+        .expect("help start marker");
+    let block = &readme[start..];
+    let body = &block[block.find("```text\n").unwrap() + 8
+        ..block
+            .find("```\n<!-- help end -->")
+            .expect("help end marker")];
+    assert_eq!(
+        body,
+        stdout(&["--help"]),
+        "README's help block is stale: paste `binder --help` between the markers"
+    );
+}
