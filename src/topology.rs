@@ -69,8 +69,51 @@ pub enum TopologyError {
     Host(String),
 }
 
+/// hwloc plugins binder never uses on a host: GPU runtimes (binder finds GPUs as PCI
+/// devices), OpenGL, and libxml (no XML is parsed when discovering the host).
+const UNUSED_PLUGINS: &str =
+    "hwloc_gl,hwloc_opencl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero,hwloc_xml_libxml";
+
+/// Keeps hwloc from loading plugins binder does not need while the host is discovered,
+/// then takes the variable away again so the task never inherits it. A user's own
+/// setting is left alone. hwloc reads it once, at the first topology of the process.
+struct PluginBlocklist(Vec<&'static str>);
+
+impl PluginBlocklist {
+    fn new(source: &Source, io: bool) -> PluginBlocklist {
+        let mut set = Vec::new();
+        if *source == Source::Host {
+            let list = if io {
+                UNUSED_PLUGINS.to_owned()
+            } else {
+                format!("{UNUSED_PLUGINS},hwloc_pci")
+            };
+            // hwloc 2.9 reads the old name; newer releases also read the new one.
+            for var in ["HWLOC_PLUGINS_BLACKLIST", "HWLOC_PLUGINS_BLOCKLIST"] {
+                if std::env::var_os(var).is_none() {
+                    std::env::set_var(var, &list);
+                    set.push(var);
+                }
+            }
+        }
+        PluginBlocklist(set)
+    }
+}
+
+impl Drop for PluginBlocklist {
+    fn drop(&mut self) {
+        for var in &self.0 {
+            std::env::remove_var(var);
+        }
+    }
+}
+
 /// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
+///
+/// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
+/// change logical indexes (and the object GPUs hang from), and with them the plan.
 pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
+    let _blocklist = PluginBlocklist::new(source, io);
     let mut builder = hwlocality::Topology::builder();
     if io {
         builder = builder

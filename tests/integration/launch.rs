@@ -293,3 +293,27 @@ fn bad_input_never_runs_the_command() {
     assert!(marker.exists(), "the control case runs it");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// binder keeps hwloc from loading plugins it does not need through an environment
+/// variable; the task must not inherit it, and a user's own setting must survive.
+#[test]
+fn hwloc_plugin_blocklist_does_not_leak_into_the_task() {
+    let got = task_output(
+        &["shapes/cores-packed.yaml"],
+        "env | grep ^HWLOC_PLUGINS || echo none",
+    );
+    assert_eq!(got, "none\n");
+    let out = run(
+        binder()
+            .args([
+                "shapes/cores-packed.yaml",
+                "--",
+                "sh",
+                "-c",
+                "echo $HWLOC_PLUGINS_BLACKLIST",
+            ])
+            .env("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl"),
+        SUCCESS,
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "hwloc_gl\n");
+}
