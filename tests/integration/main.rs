@@ -4,6 +4,7 @@
 mod common;
 
 mod cli;
+mod gpus;
 mod launch;
 mod oracle;
 mod properties;
