@@ -1,5 +1,5 @@
 //! Runs the task for real: who am I ([`identity`]), bind ([`bind`]), the task's
-//! environment ([`env`]), then `execvp` — no fork, so the PID, signals and exit status
+//! environment ([`env`](mod@env)), then `execvp` — no fork, so the PID, signals and exit status
 //! the launcher sees are the application's. The only stage with side effects.
 //!
 //! Every check comes before the first side effect, and any failure returns an error
