@@ -104,12 +104,28 @@ pub struct Identity {
 
 /// A launcher variable that binder cannot trust.
 #[derive(Debug, thiserror::Error)]
-#[error("{launcher} task identity: {message}; pass --local-rank and --local-size to override")]
+#[error("{}", self.render())]
 pub struct IdentityError {
-    /// The launcher, or `binder` for the flags.
+    /// The launcher whose variables are wrong, or empty when the flags are.
     pub launcher: String,
     /// What is wrong.
     pub message: String,
+}
+
+impl IdentityError {
+    fn render(&self) -> String {
+        if self.launcher.is_empty() {
+            format!(
+                "task identity: {}; give a --local-rank below --local-size",
+                self.message
+            )
+        } else {
+            format!(
+                "{} task identity: {}; pass --local-rank and --local-size to override",
+                self.launcher, self.message
+            )
+        }
+    }
 }
 
 /// Variables of the launchers that export both numbers, innermost first.
@@ -157,7 +173,7 @@ pub fn identify(
     };
     if identity.rank >= identity.size {
         return Err(IdentityError {
-            launcher: launcher.map_or_else(|| "binder".to_owned(), |l| l.to_string()),
+            launcher: launcher.map_or_else(String::new, |l| l.to_string()),
             message: format!(
                 "local rank {} is not below local size {}",
                 identity.rank, identity.size
@@ -422,9 +438,9 @@ mod tests {
         let id = identify(Some(0), Some(1), &broken).unwrap();
         assert_eq!((id.launcher, id.vars.len()), (None, 0));
         let e = identify(Some(2), None, &env(&[])).unwrap_err().to_string();
-        assert!(
-            e.starts_with("binder task identity: local rank 2 is not below local size 1"),
-            "{e}"
+        assert_eq!(
+            e,
+            "task identity: local rank 2 is not below local size 1; give a --local-rank below --local-size"
         );
     }
 

@@ -77,7 +77,10 @@ fn local_rank_prints_one_line() {
         "4",
         "shapes/cores-packed.yaml",
     ]);
-    assert_eq!(e.trim(), "binder: binder task identity: local rank 4 is not below local size 4; pass --local-rank and --local-size to override");
+    assert_eq!(
+        e.trim(),
+        "binder: task identity: local rank 4 is not below local size 4; give a --local-rank below --local-size"
+    );
 }
 
 #[test]
