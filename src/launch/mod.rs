@@ -104,7 +104,11 @@ fn prepare(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
-    let inherited = bind::current(topology);
+    // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
+    let unbound = plan.unit.unit == Unit::None;
+    let inherited = (options.verbose || (options.membind && unbound))
+        .then(|| bind::current(topology))
+        .flatten();
     if options.verbose {
         let from = match identity.launcher {
             Some(l) => format!("{l} ({})", identity.vars.join(" ")),
@@ -132,11 +136,11 @@ fn prepare(
         }
     }
     let task = &plan.tasks[identity.rank];
-    if plan.unit.unit != Unit::None {
+    if !unbound {
         bind::bind_cpus(topology, &task.cpuset)?;
     }
     if options.membind {
-        let cpus = if plan.unit.unit == Unit::None {
+        let cpus = if unbound {
             inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target())
         } else {
             task.cpuset.clone()
