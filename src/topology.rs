@@ -82,10 +82,18 @@ const UNUSED_PLUGINS: &str =
 /// - The x86 CPUID backend is excluded: on Linux it only adds CPU model and kind info on
 ///   top of sysfs, and to read it hwloc migrates the thread onto every PU in turn, which
 ///   costs ~0.1 ms per PU on every task of every job (2.5 ms on a 16-core VM).
-struct PluginBlocklist(Vec<&'static str>);
+///
+/// Changing the environment races with C code reading it in another thread (hwloc calls
+/// `getenv` while it builds a topology), so it is only done while [`LOADING`] is held.
+struct HostDiscoveryEnv(Vec<&'static str>);
 
-impl PluginBlocklist {
-    fn new(source: &Source, io: bool) -> PluginBlocklist {
+/// Serializes topology loads, so that no hwloc `getenv` in one thread meets a
+/// [`HostDiscoveryEnv`] change in another (the library may be used from threads, and its
+/// tests are). Uncontended in the binary, where it costs nothing measurable.
+static LOADING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl HostDiscoveryEnv {
+    fn new(source: &Source, io: bool) -> HostDiscoveryEnv {
         let mut set = Vec::new();
         if *source == Source::Host {
             let list = if io {
@@ -106,11 +114,11 @@ impl PluginBlocklist {
                 }
             }
         }
-        PluginBlocklist(set)
+        HostDiscoveryEnv(set)
     }
 }
 
-impl Drop for PluginBlocklist {
+impl Drop for HostDiscoveryEnv {
     fn drop(&mut self) {
         for var in &self.0 {
             std::env::remove_var(var);
@@ -123,7 +131,10 @@ impl Drop for PluginBlocklist {
 /// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
 /// change logical indexes (and the object GPUs hang from), and with them the plan.
 pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
-    let _blocklist = PluginBlocklist::new(source, io);
+    let _serial = LOADING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _env = HostDiscoveryEnv::new(source, io);
     let mut builder = hwlocality::Topology::builder();
     if io {
         builder = builder
