@@ -42,14 +42,14 @@ pub fn task_env(
         }
     }
     if !task.gpus.is_empty() {
-        let list = |indices: Vec<usize>| {
+        let list = |indices: &[usize]| {
             indices
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        env.push(("BINDER_GPUS".into(), list(task.gpus.clone())));
+        env.push(("BINDER_GPUS".into(), list(&task.gpus)));
         let of = |vendor: Vendor| -> Vec<usize> {
             task.gpus
                 .iter()
@@ -60,16 +60,16 @@ pub fn task_env(
         };
         let nvidia = of(Vendor::Nvidia);
         if !nvidia.is_empty() {
-            env.push(("CUDA_VISIBLE_DEVICES".into(), list(nvidia)));
+            env.push(("CUDA_VISIBLE_DEVICES".into(), list(&nvidia)));
             env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
         }
         let amd = of(Vendor::Amd);
         if !amd.is_empty() {
-            env.push(("ROCR_VISIBLE_DEVICES".into(), list(amd)));
+            env.push(("ROCR_VISIBLE_DEVICES".into(), list(&amd)));
         }
         let intel = of(Vendor::Intel);
         if !intel.is_empty() {
-            env.push(("ZE_AFFINITY_MASK".into(), list(intel)));
+            env.push(("ZE_AFFINITY_MASK".into(), list(&intel)));
         }
     }
     env

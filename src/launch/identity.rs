@@ -106,24 +106,23 @@ pub struct Identity {
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.render())]
 pub struct IdentityError {
-    /// The launcher whose variables are wrong, or empty when the flags are.
-    pub launcher: String,
+    /// The launcher whose variables are wrong; `None` when the flags are.
+    pub launcher: Option<Launcher>,
     /// What is wrong.
     pub message: String,
 }
 
 impl IdentityError {
     fn render(&self) -> String {
-        if self.launcher.is_empty() {
-            format!(
+        match self.launcher {
+            None => format!(
                 "task identity: {}; give a --local-rank below --local-size",
                 self.message
-            )
-        } else {
-            format!(
-                "{} task identity: {}; pass --local-rank and --local-size to override",
-                self.launcher, self.message
-            )
+            ),
+            Some(launcher) => format!(
+                "{launcher} task identity: {}; pass --local-rank and --local-size to override",
+                self.message
+            ),
         }
     }
 }
@@ -173,7 +172,7 @@ pub fn identify(
     };
     if identity.rank >= identity.size {
         return Err(IdentityError {
-            launcher: launcher.map_or_else(String::new, |l| l.to_string()),
+            launcher,
             message: format!(
                 "local rank {} is not below local size {}",
                 identity.rank, identity.size
@@ -197,7 +196,7 @@ fn read(
     };
     vars.push(format!("{name}={value}"));
     value.trim().parse().map(Some).map_err(|_| IdentityError {
-        launcher: launcher.to_string(),
+        launcher: Some(launcher),
         message: format!("{name}={value:?} is not a whole number"),
     })
 }
@@ -206,7 +205,7 @@ fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, Identit
     for (launcher, rank_var, size_var) in PLAIN {
         if let Some(rank) = read(env, vars, launcher, rank_var)? {
             let size = read(env, vars, launcher, size_var)?.ok_or_else(|| IdentityError {
-                launcher: launcher.to_string(),
+                launcher: Some(launcher),
                 message: format!("{rank_var} is set but {size_var} is not"),
             })?;
             return Ok(Some((launcher, rank, size)));
@@ -227,7 +226,7 @@ fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, Identit
 /// (the job's list stands in for a batch step, which has no step list).
 fn slurm_local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize, IdentityError> {
     let slurm_error = |message: String| IdentityError {
-        launcher: "slurm".into(),
+        launcher: Some(Launcher::Slurm),
         message,
     };
     let node = read(env, vars, Launcher::Slurm, "SLURM_NODEID")?.unwrap_or(0);
@@ -252,7 +251,7 @@ fn slurm_local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize, Iden
 /// RFC 34 task map (`flux job taskmap`) says how many tasks share this task's node.
 fn flux_local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize, IdentityError> {
     let flux_error = |message: String| IdentityError {
-        launcher: "flux".into(),
+        launcher: Some(Launcher::Flux),
         message,
     };
     let nnodes = read(env, vars, Launcher::Flux, "FLUX_JOB_NNODES")?;

@@ -113,7 +113,7 @@ fn prepare(
         let from = match identity.launcher {
             Some(l) => format!("{l} ({})", identity.vars.join(" ")),
             None if identity.rank_known => "--local-rank/--local-size".to_owned(),
-            None => "no launcher found, so rank 0 of 1".to_owned(),
+            None => "no launcher and no --local-rank, so rank 0".to_owned(),
         };
         let _ = writeln!(
             stderr,
@@ -140,12 +140,14 @@ fn prepare(
         bind::bind_cpus(topology, &task.cpuset)?;
     }
     if options.membind {
+        let fallback;
         let cpus = if unbound {
-            inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target())
+            fallback = inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target());
+            &fallback
         } else {
-            task.cpuset.clone()
+            &task.cpuset
         };
-        bind::bind_memory_local(topology, &cpus)?;
+        bind::bind_memory_local(topology, cpus)?;
     }
     if options.report {
         let launcher = identity
