@@ -148,7 +148,8 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
         .collect()
 }
 
-type PciKey = (hwlocality::object::attributes::PCIDomain, u8, u8, u8);
+/// A PCI address as a sortable tuple: domain, bus, device, function.
+pub(crate) type PciKey = (hwlocality::object::attributes::PCIDomain, u8, u8, u8);
 
 /// The OS devices of the first backend present on `pci`, one per GPU (partition).
 fn partitions(pci: &TopologyObject) -> Vec<&TopologyObject> {
@@ -192,7 +193,7 @@ fn os_number(dev: &TopologyObject) -> usize {
         .unwrap_or(0)
 }
 
-fn info(obj: &TopologyObject, key: &str) -> Option<String> {
+pub(crate) fn info(obj: &TopologyObject, key: &str) -> Option<String> {
     obj.info(key)
         .map(|v| v.to_string_lossy().into_owned())
         .filter(|v| !v.is_empty())

@@ -20,6 +20,7 @@ pub mod exit_code;
 pub mod distribute;
 pub mod gpu;
 pub mod launch;
+pub mod nic;
 pub mod report;
 pub mod select;
 pub mod shape;
@@ -42,7 +43,7 @@ pub fn load_topology(
     source: &Source,
     gpus_per_task: Option<usize>,
 ) -> Result<Topology, Error> {
-    let io = shape.needs_gpus() || gpus_per_task.is_some();
+    let io = shape.needs_io() || gpus_per_task.is_some();
     Ok(topology::load(source, io)?)
 }
 
@@ -55,13 +56,19 @@ pub fn plan(
     local_size: usize,
     gpus_per_task: Option<usize>,
 ) -> Result<Plan, Error> {
-    let gpus = if topology.has_io() {
-        gpu::discover(topology)
+    let (gpus, nics) = if topology.has_io() {
+        (gpu::discover(topology), nic::discover(topology))
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let unit = unit::choose(shape);
-    let selection = select::select(topology, &gpus, &shape.resources, origin)?;
+    let devices = select::Devices {
+        gpus: &gpus,
+        nics: &nics,
+    };
+    // Slots are cut from binding units; with `bind: none` they are counted in cores.
+    let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
+    let selection = select::select(topology, devices, &shape.resources, unit_type, origin)?;
     let locality = match shape.options.bind {
         Some(Bind::GpuLocal) => Locality::GpuLocal,
         Some(Bind::GpuRemote) => Locality::GpuRemote,
@@ -75,9 +82,12 @@ pub fn plan(
         gpus_per_task: gpus_per_task.or(shape.options.gpus_per_task.map(|g| g.get() as usize)),
         locality,
     };
-    Ok(distribute::distribute(
-        topology, &selection, gpus, &request, origin,
-    )?)
+    let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request, origin)?;
+    plan.levels = distribute::Spans::LEVELS
+        .into_iter()
+        .filter(|level| shape.items().iter().any(|r| r.kind == *level))
+        .collect();
+    Ok(plan)
 }
 
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to

@@ -1,11 +1,17 @@
-//! Matches the shape's `resources` tree against the topology (SEMANTICS §3).
+//! Matches the shape's `resources` tree against the topology (SEMANTICS §3, §10).
 //!
 //! Greedy first fit in hwloc logical order: a request takes the first `count` objects of
 //! its type that lie inside its parent (by cpuset containment, which is what lets `numa`
 //! hold `core` although NUMA nodes hang off the tree as memory children), that share no PU
 //! with an object already taken, and that satisfy all of their own `with` requests.
-//! A GPU is inside an object when its locality lies inside it; GPUs are taken one by one,
-//! and a GPU request adds no CPUs of its own (it only says where to look).
+//! A GPU or NIC is inside an object when its locality lies inside it; devices are taken
+//! one by one, and a device request adds no CPUs of its own (it only says where to look).
+//!
+//! A `slot` item has no hardware object: under each parent it takes task shares, either
+//! by matching its `with` inside the parent again and again (each slot disjoint from the
+//! earlier ones), or, without `with`, by cutting the parent's free units into equal packed
+//! parts. A slot's CPUs are widened to whole binding units before the next slot is taken,
+//! so two slots never share a unit.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -14,16 +20,37 @@ use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
 use crate::gpu::{object_label, Gpu};
+use crate::nic::Nic;
 use crate::shape::{Count, ObjType, Resource};
 use crate::topology::Topology;
 
-/// What the resources tree matched: the deepest objects picked, in selection order.
+/// What the resources tree matched.
 #[derive(Debug)]
 pub struct Selection<'t> {
-    /// The leaves of the match: CPU objects whose CPUs make up the pool.
+    /// The leaves of the match: CPU objects whose CPUs make up the pool (slots' included).
     pub picks: Vec<&'t TopologyObject>,
     /// GPUs named by `type: gpu` requests, by index.
     pub gpus: Vec<usize>,
+    /// NICs named by `type: nic` requests, by index.
+    pub nics: Vec<usize>,
+    /// The task shares, in selection order (parent by parent); empty without `slot` items.
+    pub slots: Vec<Slot>,
+}
+
+/// One task's share, taken by a `slot` item (SEMANTICS §10).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slot {
+    /// Which parent it was taken in, numbered in selection order: slots with the same
+    /// number share a parent (scatter deals round robin over these).
+    pub parent: usize,
+    /// The parent, as `type:index`, or `the node` for a top-level slot.
+    pub within: String,
+    /// Its CPUs, widened to whole binding units.
+    pub cpus: CpuSet,
+    /// GPUs taken inside it.
+    pub gpus: Vec<usize>,
+    /// NICs taken inside it.
+    pub nics: Vec<usize>,
 }
 
 impl Selection<'_> {
@@ -60,7 +87,8 @@ pub struct Failure {
     pub count: Count,
     /// Where it looked: `the node` or an object such as `package:1`.
     pub within: String,
-    /// Objects of the type in that scope (allowed ones).
+    /// Objects of the type in that scope (allowed ones); for a slot without `with`, the
+    /// binding units there.
     pub total: usize,
     /// Objects there that were not already taken.
     pub free: usize,
@@ -68,6 +96,8 @@ pub struct Failure {
     pub qualified: usize,
     /// Why the first free object did not qualify, when a nested request failed.
     pub inner: Option<Box<Failure>>,
+    /// For a slot cut from free units: the unit it counts.
+    pub unit: Option<ObjType>,
 }
 
 impl fmt::Display for Failure {
@@ -78,6 +108,21 @@ impl fmt::Display for Failure {
             "{} asks for {} {kind} in {}, ",
             self.path, self.count, self.within
         )?;
+        if let Some(unit) = self.unit {
+            let unit = unit.hwloc_name();
+            return write!(
+                f,
+                "which has {} free {unit} ({} allowed); lower `count`, use `count: all`, or run fewer tasks",
+                self.free, self.total
+            );
+        }
+        if self.kind == ObjType::Slot {
+            return match &self.inner {
+                Some(inner) if self.qualified == 0 => write!(f, "but not one fits: {inner}"),
+                Some(inner) => write!(f, "but only {} fit: {inner}", self.qualified),
+                None => write!(f, "but not one fits"),
+            };
+        }
         if self.total == 0 {
             return write!(
                 f,
@@ -99,23 +144,35 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Matches `resources` on `topology`; `gpus` are the node's GPUs (empty when not loaded).
+/// The node's devices a request can name.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Devices<'d> {
+    /// GPUs (empty when the topology was loaded without I/O).
+    pub gpus: &'d [Gpu],
+    /// NICs (likewise).
+    pub nics: &'d [Nic],
+}
+
+/// Matches `resources` on `topology`. `unit` is the binding unit's type (core or pu): a
+/// slot's CPUs are widened to it, and a slot without `with` counts it.
 pub fn select<'t>(
     topology: &'t Topology,
-    gpus: &[Gpu],
+    devices: Devices<'_>,
     resources: &[Resource],
+    unit: ObjType,
     origin: &str,
 ) -> Result<Selection<'t>, SelectError> {
     let mut selector = Selector {
         topology,
-        gpus,
+        devices,
+        unit,
         cache: HashMap::new(),
+        owners: None,
+        parents: 0,
     };
-    let mut taken = Taken {
-        cpus: CpuSet::new(),
-        gpus: BTreeSet::new(),
-    };
+    let mut taken = Taken::default();
     let mut picks = Vec::new();
+    let mut slots = Vec::new();
     for (i, item) in resources.iter().enumerate() {
         let found = selector
             .request(item, &format!("resources[{i}]"), None, &mut taken)
@@ -123,31 +180,48 @@ pub fn select<'t>(
                 origin: origin.to_owned(),
                 failure,
             })?;
-        picks.extend(found);
+        picks.extend(found.leaves);
+        slots.extend(found.slots);
     }
     Ok(Selection {
         picks,
         gpus: taken.gpus.into_iter().collect(),
+        nics: taken.nics.into_iter().collect(),
+        slots,
     })
 }
 
-struct Selector<'t, 'g> {
+struct Selector<'t, 'd> {
     topology: &'t Topology,
-    gpus: &'g [Gpu],
+    devices: Devices<'d>,
+    unit: ObjType,
     cache: HashMap<ObjType, Vec<&'t TopologyObject>>,
+    /// The binding unit holding each PU, built on the first slot that needs it.
+    owners: Option<HashMap<usize, &'t TopologyObject>>,
+    /// Parents slots have been taken in so far.
+    parents: usize,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Taken {
     cpus: CpuSet,
     gpus: BTreeSet<usize>,
+    nics: BTreeSet<usize>,
 }
 
-/// Something a request can match: a CPU-side object or a GPU.
+/// What one request matched: CPU leaves, and task shares when it is (or holds) a slot.
+#[derive(Default)]
+struct Found<'t> {
+    leaves: Vec<&'t TopologyObject>,
+    slots: Vec<Slot>,
+}
+
+/// Something a request can match: a CPU-side object or a device.
 #[derive(Clone, Copy)]
-enum Candidate<'t, 'g> {
+enum Candidate<'t, 'd> {
     Cpu(&'t TopologyObject),
-    Gpu(&'g Gpu),
+    Gpu(&'d Gpu),
+    Nic(&'d Nic),
 }
 
 impl Candidate<'_, '_> {
@@ -155,6 +229,7 @@ impl Candidate<'_, '_> {
         match self {
             Candidate::Cpu(obj) => obj.cpuset().map(|s| s.clone_target()).unwrap_or_default(),
             Candidate::Gpu(gpu) => gpu.locality.clone(),
+            Candidate::Nic(nic) => nic.locality.clone(),
         }
     }
 
@@ -162,6 +237,7 @@ impl Candidate<'_, '_> {
         match self {
             Candidate::Cpu(obj) => object_label(obj),
             Candidate::Gpu(gpu) => format!("gpu:{}", gpu.index),
+            Candidate::Nic(nic) => format!("nic:{}", nic.index),
         }
     }
 
@@ -169,30 +245,56 @@ impl Candidate<'_, '_> {
         match self {
             Candidate::Cpu(obj) => obj.cpuset().is_some_and(|s| s.intersects(&taken.cpus)),
             Candidate::Gpu(gpu) => taken.gpus.contains(&gpu.index),
+            Candidate::Nic(nic) => taken.nics.contains(&nic.index),
+        }
+    }
+
+    fn take(&self, taken: &mut Taken) {
+        match self {
+            Candidate::Cpu(obj) => {
+                if let Some(set) = obj.cpuset() {
+                    taken.cpus |= &*set;
+                }
+            }
+            Candidate::Gpu(gpu) => {
+                taken.gpus.insert(gpu.index);
+            }
+            Candidate::Nic(nic) => {
+                taken.nics.insert(nic.index);
+            }
         }
     }
 }
 
-impl<'t, 'g> Selector<'t, 'g> {
-    fn candidates(&mut self, kind: ObjType, within: Option<&CpuSet>) -> Vec<Candidate<'t, 'g>> {
+impl<'t, 'd> Selector<'t, 'd> {
+    fn objects(&mut self, kind: ObjType) -> &[&'t TopologyObject] {
+        let topology = self.topology;
+        self.cache
+            .entry(kind)
+            .or_insert_with(|| topology.objects(kind))
+    }
+
+    fn candidates(&mut self, kind: ObjType, within: Option<&CpuSet>) -> Vec<Candidate<'t, 'd>> {
         let inside = |set: &CpuSet| within.is_none_or(|w| w.includes(set));
-        if kind == ObjType::Gpu {
-            return self
-                .gpus
+        let Devices { gpus, nics } = self.devices;
+        match kind {
+            ObjType::Gpu => gpus
                 .iter()
                 .filter(|g| inside(&g.locality))
                 .map(Candidate::Gpu)
-                .collect();
+                .collect(),
+            ObjType::Nic => nics
+                .iter()
+                .filter(|n| inside(&n.locality))
+                .map(Candidate::Nic)
+                .collect(),
+            _ => self
+                .objects(kind)
+                .iter()
+                .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
+                .map(|obj| Candidate::Cpu(obj))
+                .collect(),
         }
-        let topology = self.topology;
-        let all = self
-            .cache
-            .entry(kind)
-            .or_insert_with(|| topology.objects(kind));
-        all.iter()
-            .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
-            .map(|obj| Candidate::Cpu(obj))
-            .collect()
     }
 
     /// Greedy first fit of one request inside `within` (the whole node when `None`).
@@ -200,15 +302,15 @@ impl<'t, 'g> Selector<'t, 'g> {
         &mut self,
         item: &Resource,
         path: &str,
-        within: Option<&Candidate<'t, 'g>>,
+        within: Option<&Candidate<'t, 'd>>,
         taken: &mut Taken,
-    ) -> Result<Vec<&'t TopologyObject>, Failure> {
+    ) -> Result<Found<'t>, Failure> {
+        if item.kind == ObjType::Slot {
+            return self.slots(item, path, within, taken);
+        }
         let scope = within.map(Candidate::cpuset);
         let candidates = self.candidates(item.kind, scope.as_ref());
-        let wanted = match item.count {
-            Count::Exactly(n) => n.get() as usize,
-            Count::All => usize::MAX,
-        };
+        let wanted = wanted(item.count);
         let mut failure = Failure {
             path: path.to_owned(),
             kind: item.kind,
@@ -218,8 +320,9 @@ impl<'t, 'g> Selector<'t, 'g> {
             free: 0,
             qualified: 0,
             inner: None,
+            unit: None,
         };
-        let mut leaves = Vec::new();
+        let mut found = Found::default();
         for candidate in &candidates {
             if failure.qualified == wanted {
                 break;
@@ -229,48 +332,212 @@ impl<'t, 'g> Selector<'t, 'g> {
             }
             failure.free += 1;
             let mut inner_taken = taken.clone();
-            let mut inner_leaves = Vec::new();
-            let mut ok = true;
-            for (i, child) in item.with.iter().enumerate() {
-                let child_path = format!("{path}.with[{i}]");
-                match self.request(child, &child_path, Some(candidate), &mut inner_taken) {
-                    Ok(found) => inner_leaves.extend(found),
-                    Err(why) => {
-                        failure.inner.get_or_insert_with(|| Box::new(why));
-                        ok = false;
-                        break;
+            match self.children(item, path, candidate, &mut inner_taken) {
+                Ok(inner) => {
+                    if let (Candidate::Cpu(obj), true) = (candidate, item.with.is_empty()) {
+                        found.leaves.push(*obj);
                     }
+                    candidate.take(&mut inner_taken);
+                    *taken = inner_taken;
+                    found.leaves.extend(inner.leaves);
+                    found.slots.extend(inner.slots);
+                    failure.qualified += 1;
+                }
+                Err(why) => {
+                    failure.inner.get_or_insert_with(|| Box::new(why));
                 }
             }
-            if !ok {
-                continue;
-            }
-            match candidate {
-                Candidate::Cpu(obj) => {
-                    if item.with.is_empty() {
-                        leaves.push(*obj);
-                    }
-                    if let Some(set) = obj.cpuset() {
-                        taken.cpus |= &*set;
-                    }
-                }
-                Candidate::Gpu(gpu) => {
-                    taken.gpus.insert(gpu.index);
-                }
-            }
-            taken.gpus.extend(inner_taken.gpus);
-            leaves.extend(inner_leaves);
-            failure.qualified += 1;
         }
         let met = match item.count {
             Count::Exactly(_) => failure.qualified == wanted,
             Count::All => failure.qualified > 0,
         };
         if met {
-            Ok(leaves)
+            Ok(found)
         } else {
             Err(failure)
         }
+    }
+
+    /// Matches every `with` request of `item` inside `candidate`, in order.
+    fn children(
+        &mut self,
+        item: &Resource,
+        path: &str,
+        candidate: &Candidate<'t, 'd>,
+        taken: &mut Taken,
+    ) -> Result<Found<'t>, Failure> {
+        let mut found = Found::default();
+        for (i, child) in item.with.iter().enumerate() {
+            let inner =
+                self.request(child, &format!("{path}.with[{i}]"), Some(candidate), taken)?;
+            found.leaves.extend(inner.leaves);
+            found.slots.extend(inner.slots);
+        }
+        Ok(found)
+    }
+
+    /// Takes the task shares of one `slot` item inside `within`.
+    fn slots(
+        &mut self,
+        item: &Resource,
+        path: &str,
+        within: Option<&Candidate<'t, 'd>>,
+        taken: &mut Taken,
+    ) -> Result<Found<'t>, Failure> {
+        let parent = self.parents;
+        self.parents += 1;
+        let label = within.map_or_else(|| "the node".to_owned(), Candidate::label);
+        let scope = within.map(Candidate::cpuset);
+        let mut failure = Failure {
+            path: path.to_owned(),
+            kind: ObjType::Slot,
+            count: item.count,
+            within: label.clone(),
+            total: 0,
+            free: 0,
+            qualified: 0,
+            inner: None,
+            unit: None,
+        };
+        let mut found = Found::default();
+        if item.with.is_empty() {
+            // Equal packed parts of the parent's free units (SEMANTICS §10).
+            let unit = self.unit;
+            let units: Vec<&'t TopologyObject> = self
+                .objects(unit)
+                .iter()
+                .copied()
+                .filter(|u| {
+                    u.cpuset()
+                        .is_some_and(|s| scope.as_ref().is_none_or(|w| s.intersects(w)))
+                })
+                .collect();
+            let free: Vec<&'t TopologyObject> = units
+                .iter()
+                .copied()
+                .filter(|u| !u.cpuset().is_some_and(|s| s.intersects(&taken.cpus)))
+                .collect();
+            let (slots, size) = match item.count {
+                Count::Exactly(n) => (n.get() as usize, free.len() / n.get() as usize),
+                Count::All => (free.len(), 1),
+            };
+            if size == 0 || slots == 0 {
+                failure.total = units.len();
+                failure.free = free.len();
+                failure.unit = Some(unit);
+                return Err(failure);
+            }
+            for part in free.chunks(size).take(slots) {
+                let mut cpus = CpuSet::new();
+                for u in part {
+                    if let Some(set) = u.cpuset() {
+                        cpus |= &*set;
+                    }
+                }
+                taken.cpus |= &cpus;
+                found.leaves.extend(part.iter().copied());
+                found.slots.push(Slot {
+                    parent,
+                    within: label.clone(),
+                    cpus,
+                    gpus: Vec::new(),
+                    nics: Vec::new(),
+                });
+            }
+            return Ok(found);
+        }
+        // Match the slot's `with` inside the parent, again and again. Every success takes
+        // at least one object, so this ends; the bound is a second guard.
+        let wanted = wanted(item.count);
+        let bound =
+            self.objects(ObjType::Pu).len() + self.devices.gpus.len() + self.devices.nics.len() + 1;
+        while failure.qualified < wanted.min(bound) {
+            let mut inner_taken = taken.clone();
+            let inner = match within {
+                Some(candidate) => self.children(item, path, candidate, &mut inner_taken),
+                None => self.top_children(item, path, &mut inner_taken),
+            };
+            match inner {
+                Ok(inner) => {
+                    let mut cpus = CpuSet::new();
+                    for leaf in &inner.leaves {
+                        if let Some(set) = leaf.cpuset() {
+                            cpus |= &*set;
+                        }
+                    }
+                    let cpus = self.widen_to_units(&cpus);
+                    let gpus = inner_taken.gpus.difference(&taken.gpus).copied().collect();
+                    let nics = inner_taken.nics.difference(&taken.nics).copied().collect();
+                    inner_taken.cpus |= &cpus;
+                    *taken = inner_taken;
+                    found.leaves.extend(inner.leaves);
+                    found.slots.push(Slot {
+                        parent,
+                        within: label.clone(),
+                        cpus,
+                        gpus,
+                        nics,
+                    });
+                    failure.qualified += 1;
+                }
+                Err(why) => {
+                    failure.inner = Some(Box::new(why));
+                    break;
+                }
+            }
+        }
+        let met = match item.count {
+            Count::Exactly(_) => failure.qualified == wanted,
+            Count::All => failure.qualified > 0,
+        };
+        if met {
+            Ok(found)
+        } else {
+            Err(failure)
+        }
+    }
+
+    /// [`Self::children`] for a slot at the top of the tree: its parent is the node.
+    fn top_children(
+        &mut self,
+        item: &Resource,
+        path: &str,
+        taken: &mut Taken,
+    ) -> Result<Found<'t>, Failure> {
+        let mut found = Found::default();
+        for (i, child) in item.with.iter().enumerate() {
+            let inner = self.request(child, &format!("{path}.with[{i}]"), None, taken)?;
+            found.leaves.extend(inner.leaves);
+        }
+        Ok(found)
+    }
+
+    /// The whole binding units (cores, or PUs) that hold any CPU of `set`.
+    fn widen_to_units(&mut self, set: &CpuSet) -> CpuSet {
+        if self.unit != ObjType::Core {
+            return set.clone();
+        }
+        let (topology, unit) = (self.topology, self.unit);
+        let owners = self.owners.get_or_insert_with(|| topology.pu_owners(unit));
+        let mut out = CpuSet::new();
+        for pu in set.iter_set() {
+            if out.is_set(pu) {
+                continue;
+            }
+            match owners.get(&usize::from(pu)).and_then(|u| u.cpuset()) {
+                Some(cpus) => out |= &*cpus,
+                None => out.set(pu),
+            }
+        }
+        out
+    }
+}
+
+fn wanted(count: Count) -> usize {
+    match count {
+        Count::Exactly(n) => n.get() as usize,
+        Count::All => usize::MAX,
     }
 }
 
@@ -283,9 +550,18 @@ mod tests {
     fn labels(desc: &str, yaml: &str) -> Result<Vec<String>, String> {
         let topology = load(&Source::Synthetic(desc.into()), false).expect("topology");
         let shape = Shape::from_yaml(yaml, "t.yaml").expect("shape");
-        select(&topology, &[], &shape.resources, "t.yaml")
-            .map(|s| s.picks.iter().map(|o| object_label(o)).collect())
-            .map_err(|e| e.to_string())
+        select(
+            &topology,
+            Devices::default(),
+            &shape.resources,
+            crate::unit::choose(&shape)
+                .unit
+                .obj_type()
+                .unwrap_or(ObjType::Core),
+            "t.yaml",
+        )
+        .map(|s| s.picks.iter().map(|o| object_label(o)).collect())
+        .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! task may run on (SEMANTICS §3). I/O discovery (PCI, OS devices) is off unless asked
 //! for, because on a host it costs more than the rest of binder together.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -201,12 +202,29 @@ impl Topology {
     /// The objects of a CPU type that hold at least one allowed PU, in hwloc logical order.
     ///
     /// NUMA nodes without CPUs (GPU memory, CXL, MCDRAM-only) have empty cpusets and so
-    /// never appear. Panics on [`ObjType::Gpu`], which is not a CPU object.
+    /// never appear. Devices and slots are not CPU objects: none are returned for them.
     pub fn objects(&self, kind: ObjType) -> Vec<&TopologyObject> {
+        let Some(ty) = hwloc_type(kind) else {
+            return Vec::new();
+        };
         self.hw
-            .objects_with_type(hwloc_type(kind))
+            .objects_with_type(ty)
             .filter(|obj| obj.cpuset().is_some_and(|set| !set.is_empty()))
             .collect()
+    }
+
+    /// For each allowed PU (by OS index), the object of `kind` that holds it: one pass over
+    /// the objects, so mapping a cpuset to its cores costs its size, not the node's.
+    pub fn pu_owners(&self, kind: ObjType) -> HashMap<usize, &TopologyObject> {
+        let mut owners = HashMap::new();
+        for obj in self.objects(kind) {
+            if let Some(set) = obj.cpuset() {
+                for pu in set.iter_set() {
+                    owners.insert(usize::from(pu), obj);
+                }
+            }
+        }
+        owners
     }
 
     /// The PUs inside `obj`, in logical order.
@@ -221,9 +239,9 @@ impl Topology {
     }
 }
 
-/// The hwloc object type behind a shape type.
-pub(crate) fn hwloc_type(kind: ObjType) -> ObjectType {
-    match kind {
+/// The hwloc object type behind a shape type; `None` for devices and slots.
+pub(crate) fn hwloc_type(kind: ObjType) -> Option<ObjectType> {
+    Some(match kind {
         ObjType::Machine => ObjectType::Machine,
         ObjType::Package => ObjectType::Package,
         ObjType::Die => ObjectType::Die,
@@ -234,8 +252,8 @@ pub(crate) fn hwloc_type(kind: ObjType) -> ObjectType {
         ObjType::L1 => ObjectType::L1Cache,
         ObjType::Core => ObjectType::Core,
         ObjType::Pu => ObjectType::PU,
-        ObjType::Gpu => panic!("a GPU is a PCI device, not a CPU object"),
-    }
+        ObjType::Gpu | ObjType::Nic | ObjType::Slot => return None,
+    })
 }
 
 #[cfg(test)]

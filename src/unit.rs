@@ -38,6 +38,10 @@ pub struct UnitChoice {
     pub unit: Unit,
     /// The rule that fired.
     pub rule: Rule,
+    /// `bind: package|numa|l3|…`: each task's cpuset is widened to the whole objects of
+    /// this type that its units touch (SEMANTICS §11). The unit itself still comes from
+    /// rules 2–3; the rule is reported as explicit.
+    pub width: Option<ObjType>,
 }
 
 impl Unit {
@@ -77,30 +81,34 @@ pub fn choose(shape: &Shape) -> UnitChoice {
         Some(Bind::Core) => Some(Unit::Core),
         Some(Bind::Pu) => Some(Unit::Pu),
         Some(Bind::None) => Some(Unit::None),
-        Some(Bind::GpuLocal | Bind::GpuRemote) | None => None,
+        Some(Bind::GpuLocal | Bind::GpuRemote | Bind::Width(_)) | None => None,
     };
     if let Some(unit) = explicit {
         return UnitChoice {
             unit,
             rule: Rule::Explicit,
+            width: None,
         };
     }
     let items = shape.items();
-    if items.iter().any(|r| r.kind == ObjType::Pu) {
-        UnitChoice {
-            unit: Unit::Pu,
-            rule: Rule::Implicit,
-        }
+    let (unit, rule) = if items.iter().any(|r| r.kind == ObjType::Pu) {
+        (Unit::Pu, Rule::Implicit)
     } else if items.iter().any(|r| r.kind == ObjType::Core) {
-        UnitChoice {
-            unit: Unit::Core,
-            rule: Rule::Implicit,
-        }
+        (Unit::Core, Rule::Implicit)
     } else {
-        UnitChoice {
-            unit: Unit::Core,
-            rule: Rule::Default,
-        }
+        (Unit::Core, Rule::Default)
+    };
+    match shape.options.bind {
+        Some(Bind::Width(width)) => UnitChoice {
+            unit,
+            rule: Rule::Explicit,
+            width: Some(width),
+        },
+        _ => UnitChoice {
+            unit,
+            rule,
+            width: None,
+        },
     }
 }
 
@@ -172,6 +180,29 @@ mod tests {
         assert_eq!(
             unit_of("options: {bind: gpu-remote}\nresources: [{type: numa}]"),
             (Unit::Core, Rule::Default)
+        );
+    }
+
+    #[test]
+    fn a_width_keeps_the_unit_of_rules_2_and_3() {
+        // SEMANTICS §11: the unit still comes from the tree; the rule is explicit.
+        let c = choose(
+            &Shape::from_yaml(
+                "options: {bind: numa}\nresources: [{type: pu, count: 4}]",
+                "t",
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            (c.unit, c.rule, c.width),
+            (Unit::Pu, Rule::Explicit, Some(ObjType::Numa))
+        );
+        let c = choose(
+            &Shape::from_yaml("options: {bind: socket}\nresources: [{type: l3}]", "t").unwrap(),
+        );
+        assert_eq!(
+            (c.unit, c.rule, c.width),
+            (Unit::Core, Rule::Explicit, Some(ObjType::Package))
         );
     }
 }

@@ -72,5 +72,13 @@ pub fn task_env(
             env.push(("ZE_AFFINITY_MASK".into(), list(&intel)));
         }
     }
+    if !task.nics.is_empty() {
+        let names: Vec<String> = task
+            .nics
+            .iter()
+            .flat_map(|&i| plan.nics[i].names())
+            .collect();
+        env.push(("BINDER_NICS".into(), names.join(",")));
+    }
     env
 }

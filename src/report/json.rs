@@ -5,12 +5,14 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[]}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[]}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
-//! objects by logical index and `objects_physical` the same by OS index. Fields are only
-//! ever added; changing one needs a CHANGELOG entry.
+//! objects by logical index and `objects_physical` the same by OS index, `gpu_local` says
+//! per GPU whether it is near the task's CPUs, `spans` counts the packages, NUMA nodes
+//! and L3 caches the cpuset touches (SEMANTICS §10). Fields are only ever added;
+//! changing one needs a CHANGELOG entry.
 
 use std::io::{self, Write};
 
@@ -51,6 +53,28 @@ pub struct TaskRecord {
     pub gpus: Vec<usize>,
     /// The GPUs' PCI bus ids.
     pub gpu_busids: Vec<String>,
+    /// For each GPU, whether its locality shares a PU with the task's cpuset (false for
+    /// an unbound task).
+    pub gpu_local: Vec<bool>,
+    /// `bind: package|numa|…` width, or null.
+    pub bind_width: Option<String>,
+    /// The slot the task got (position in selection order), or null without slots.
+    pub slot: Option<usize>,
+    /// How many packages, NUMA nodes (with CPUs) and L3 caches the cpuset touches.
+    pub spans: SpansRecord,
+    /// The nearest NICs' names (OS devices, else bus ids), when the shape names a NIC.
+    pub nics: Vec<String>,
+}
+
+/// `spans` of one rank.
+#[derive(Debug, Serialize)]
+pub struct SpansRecord {
+    /// Packages touched.
+    pub package: usize,
+    /// NUMA nodes touched.
+    pub numa: usize,
+    /// L3 caches touched.
+    pub l3: usize,
 }
 
 impl TaskRecord {
@@ -87,6 +111,23 @@ impl TaskRecord {
                 .gpus
                 .iter()
                 .map(|&g| plan.gpus[g].busid.clone())
+                .collect(),
+            gpu_local: task
+                .gpus
+                .iter()
+                .map(|&g| plan.gpus[g].locality.intersects(&task.cpuset))
+                .collect(),
+            bind_width: plan.unit.width.map(|w| w.hwloc_name().to_owned()),
+            slot: task.slot,
+            spans: SpansRecord {
+                package: task.spans.package,
+                numa: task.spans.numa,
+                l3: task.spans.l3,
+            },
+            nics: task
+                .nics
+                .iter()
+                .flat_map(|&i| plan.nics[i].names())
                 .collect(),
         }
     }

@@ -21,9 +21,18 @@ pub(super) fn render(
     } else {
         format!(", {}", plan.locality)
     };
+    let width = plan
+        .unit
+        .width
+        .map_or_else(String::new, |w| format!(", width {}", w.hwloc_name()));
+    let slots = match plan.slots {
+        0 => String::new(),
+        1 => ", 1 slot".to_owned(),
+        s => format!(", {s} slots"),
+    };
     writeln!(
         out,
-        "# {header}: {n} task{}, unit {unit} ({}), pattern {}{reverse}{locality}",
+        "# {header}: {n} task{}, unit {unit} ({}{width}), pattern {}{reverse}{locality}{slots}",
         if n == 1 { "" } else { "s" },
         plan.unit.rule,
         plan.pattern
@@ -79,7 +88,46 @@ pub(super) fn render(
                 .collect();
             line.push_str(&format!("  {}", names.join("; ")));
         }
+        let task = &plan.tasks[r];
+        if !task.nics.is_empty() {
+            let names: Vec<String> = task
+                .nics
+                .iter()
+                .flat_map(|&i| plan.nics[i].names())
+                .collect();
+            line.push_str(&format!("  nic {}", names.join(",")));
+        }
+        let straddles: Vec<String> = plan
+            .levels
+            .iter()
+            .filter(|&&level| task.spans.of(level) > 1)
+            .map(|&level| format!("{} {}", task.spans.of(level), level.hwloc_name()))
+            .collect();
+        if !straddles.is_empty() {
+            line.push_str(&format!("  ! spans {}", straddles.join(", ")));
+        }
         writeln!(out, "{}", line.trim_end())?;
+    }
+    if !plan.unused_slots.is_empty() {
+        let mut parents: Vec<&str> = Vec::new();
+        for slot in &plan.unused_slots {
+            if !parents.contains(&slot.within.as_str()) {
+                parents.push(&slot.within);
+            }
+        }
+        let shown = parents
+            .iter()
+            .take(8)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = if parents.len() > 8 { ", …" } else { "" };
+        writeln!(
+            out,
+            "unused slots: {} of {} (in {shown}{more})",
+            plan.unused_slots.len(),
+            plan.slots
+        )?;
     }
     if !plan.unused.is_empty() {
         let mut logical: Vec<usize> = plan.unused.iter().map(|u| u.logical).collect();

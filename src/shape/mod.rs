@@ -155,6 +155,10 @@ pub enum ObjType {
     Pu,
     /// A GPU, found through its PCI device (SEMANTICS §9).
     Gpu,
+    /// A network interface, found through its PCI device (SEMANTICS §11).
+    Nic,
+    /// One task's share (SEMANTICS §10): no hardware object, a part of its parent.
+    Slot,
 }
 
 impl ObjType {
@@ -172,7 +176,14 @@ impl ObjType {
             ObjType::Core => "core",
             ObjType::Pu => "pu",
             ObjType::Gpu => "gpu",
+            ObjType::Nic => "nic",
+            ObjType::Slot => "slot",
         }
+    }
+
+    /// Whether this is a CPU-side hwloc object (not a device, not a slot).
+    pub fn is_cpu_object(self) -> bool {
+        !matches!(self, ObjType::Gpu | ObjType::Nic | ObjType::Slot)
     }
 }
 
@@ -199,6 +210,9 @@ impl Keyword for ObjType {
         ("thread", ObjType::Pu),
         ("hwthread", ObjType::Pu),
         ("gpu", ObjType::Gpu),
+        ("nic", ObjType::Nic),
+        ("slot", ObjType::Slot),
+        ("task", ObjType::Slot),
     ];
 }
 
@@ -215,6 +229,9 @@ pub enum Bind {
     GpuLocal,
     /// Put each task on the nearest NUMA node that has none of its GPUs.
     GpuRemote,
+    /// Widen each task's cpuset to the whole objects of this type its units touch
+    /// (Open MPI `--bind-to package|numa|l3cache|l2cache`, SEMANTICS §11).
+    Width(ObjType),
 }
 
 impl Keyword for Bind {
@@ -226,6 +243,15 @@ impl Keyword for Bind {
         ("none", Bind::None),
         ("gpu-local", Bind::GpuLocal),
         ("gpu-remote", Bind::GpuRemote),
+        ("package", Bind::Width(ObjType::Package)),
+        ("socket", Bind::Width(ObjType::Package)),
+        ("die", Bind::Width(ObjType::Die)),
+        ("numa", Bind::Width(ObjType::Numa)),
+        ("numanode", Bind::Width(ObjType::Numa)),
+        ("l3cache", Bind::Width(ObjType::L3)),
+        ("l3", Bind::Width(ObjType::L3)),
+        ("l2cache", Bind::Width(ObjType::L2)),
+        ("l2", Bind::Width(ObjType::L2)),
     ];
 }
 
@@ -302,8 +328,8 @@ macro_rules! keyword_impls {
 }
 
 keyword_impls!(
-    ObjType: "Object type (case-insensitive). Aliases: node = machine, socket = package, numanode = numa, l3/l2/l1 = l3cache/l2cache/l1cache, process/thread/hwthread = pu.",
-    Bind: "Binding unit or GPU locality. process = pu.",
+    ObjType: "Object type (case-insensitive). Aliases: node = machine, socket = package, numanode = numa, l3/l2/l1 = l3cache/l2cache/l1cache, process/thread/hwthread = pu, task = slot (one task's share).",
+    Bind: "Binding unit (core, pu = process, none), binding width (package = socket, die, numa, l3cache, l2cache: the whole objects the task's units touch) or GPU locality (gpu-local, gpu-remote).",
     Membind: "Memory binding policy.",
 );
 
@@ -497,6 +523,71 @@ impl Shape {
 
     /// Parses shape text; `origin` names it in error messages.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Shape, ShapeError> {
+        let shape = Shape::parse(text, origin)?;
+        shape.check_tree().map_err(|message| ShapeError::Invalid {
+            origin: origin.to_owned(),
+            location: None,
+            message,
+        })?;
+        Ok(shape)
+    }
+
+    /// Rules that need the whole tree (SEMANTICS §10): slots stand at one level, never
+    /// inside another slot or a device, and do not mix with GPU localities or interleave.
+    fn check_tree(&self) -> Result<(), String> {
+        fn walk(
+            items: &[Resource],
+            path: &str,
+            depth: usize,
+            parent: Option<ObjType>,
+            slot_depth: &mut Option<(usize, String)>,
+        ) -> Result<(), String> {
+            for (i, item) in items.iter().enumerate() {
+                let here = format!("{path}[{i}]");
+                if item.kind == ObjType::Slot {
+                    match parent {
+                        Some(ObjType::Slot) => return Err(format!(
+                            "{here}: a `slot` inside a `slot`; a slot is one task's share, so put hardware (`core`, `pu`, ...) inside it, not another slot"
+                        )),
+                        Some(p) if !p.is_cpu_object() => return Err(format!(
+                            "{here}: a `slot` inside a `{p}`; slots divide CPU objects (`socket`, `numa`, `l3`, ...) or the whole node, so move it up a level"
+                        )),
+                        _ => {}
+                    }
+                    match slot_depth {
+                        Some((d, first)) if *d != depth => return Err(format!(
+                            "{here}: slots at two levels (also at {first}); every task gets one slot, so put all `slot` items at one level of the tree"
+                        )),
+                        Some(_) => {}
+                        None => *slot_depth = Some((depth, here.clone())),
+                    }
+                }
+                walk(
+                    &item.with,
+                    &format!("{here}.with"),
+                    depth + 1,
+                    Some(item.kind),
+                    slot_depth,
+                )?;
+            }
+            Ok(())
+        }
+        let mut slot_depth = None;
+        walk(&self.resources, "resources", 0, None, &mut slot_depth)?;
+        if slot_depth.is_some() {
+            if let Some(bind @ (Bind::GpuLocal | Bind::GpuRemote)) = self.options.bind {
+                return Err(format!(
+                    "`bind: {bind}` with `slot` items: a slot already says where each task runs; put a `type: gpu` item inside the slot's parent (for example `numa` with `gpu` and `slot`) instead"
+                ));
+            }
+            if self.pattern() == Pattern::Interleave {
+                return Err("`pattern: interleave` with `slot` items: slots are dealt whole, so use `packed` (slot after slot) or `scatter` (round robin over the slots' parents)".to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn parse(text: &str, origin: &str) -> Result<Shape, ShapeError> {
         let _scope = validate::ParseScope::begin();
         serde_yaml::from_str::<Shape>(text).map_err(|err| {
             let location = err.location().map(|l| (l.line(), l.column()));
@@ -548,6 +639,21 @@ impl Shape {
         matches!(self.options.bind, Some(Bind::GpuLocal | Bind::GpuRemote))
             || self.options.gpus_per_task.is_some()
             || self.items().iter().any(|r| r.kind == ObjType::Gpu)
+    }
+
+    /// Whether the shape names a NIC (so NICs are discovered and `BINDER_NICS` is set).
+    pub fn needs_nics(&self) -> bool {
+        self.items().iter().any(|r| r.kind == ObjType::Nic)
+    }
+
+    /// Whether planning needs I/O discovery (GPUs or NICs).
+    pub fn needs_io(&self) -> bool {
+        self.needs_gpus() || self.needs_nics()
+    }
+
+    /// Whether the tree has `slot` items (SEMANTICS §10).
+    pub fn has_slots(&self) -> bool {
+        self.items().iter().any(|r| r.kind == ObjType::Slot)
     }
 }
 

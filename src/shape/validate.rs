@@ -33,11 +33,21 @@ pub(crate) fn keyword<K: Keyword>(text: &str) -> Result<K, String> {
         return Ok(*value);
     }
     let names: Vec<&str> = K::SPELLINGS.iter().map(|(name, _)| *name).collect();
+    // The suggestion may be any spelling; the list names each value once, canonically,
+    // so the message stays short (aliases are in the schema and the README).
+    let mut canonical: Vec<&str> = Vec::new();
+    for (_, value) in K::SPELLINGS {
+        let name = value.canonical();
+        if !canonical.contains(&name) {
+            canonical.push(name);
+        }
+    }
     Err(format!(
-        "unknown {} `{text}`{}; expected one of {}",
+        "unknown {} `{}`{}; expected one of {}",
         K::WHAT,
+        clip(text, 40),
         did_you_mean(&lower, &names),
-        backticked(&names)
+        backticked(&canonical)
     ))
 }
 
@@ -49,6 +59,12 @@ pub(crate) fn did_you_mean(word: &str, candidates: &[&str]) -> String {
 
 /// The candidate closest to `word`, if it is close enough to be a typo of it.
 pub(crate) fn suggestion<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    // A word much longer than every candidate is no typo of one; checking this first
+    // keeps the quadratic distance off huge values (a 50 MB `type:`).
+    let longest = candidates.iter().map(|c| c.len()).max().unwrap_or(0);
+    if word.len() > 2 * longest + 2 {
+        return None;
+    }
     let word = word.to_ascii_lowercase();
     candidates
         .iter()
@@ -83,6 +99,15 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     d[a.len()][b.len()]
+}
+
+/// `text` cut to at most `max` characters (with `…`), so a huge value never makes a
+/// huge message.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 fn backticked(names: &[&str]) -> String {

@@ -135,6 +135,19 @@ struct Record {
     objects_physical: Vec<String>,
     gpus: Vec<usize>,
     gpu_busids: Vec<String>,
+    gpu_local: Vec<bool>,
+    bind_width: Option<String>,
+    slot: Option<usize>,
+    spans: SpansRecord,
+    nics: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct SpansRecord {
+    package: usize,
+    numa: usize,
+    l3: usize,
 }
 
 #[test]
@@ -167,6 +180,18 @@ fn json_contract() {
     );
     assert_eq!(r.objects, ["core:2", "core:3"]);
     assert!(r.gpus.is_empty());
+    // Cores 2-3 are package 1 of a node without NUMA or L3 levels (hand reasoning:
+    // hwloc gives a synthetic node one NUMA node, spanning both packages).
+    assert_eq!(
+        r.spans,
+        SpansRecord {
+            package: 1,
+            numa: 1,
+            l3: 0
+        }
+    );
+    assert_eq!((r.slot, r.bind_width.as_deref()), (None, None));
+    assert!(r.gpu_local.is_empty() && r.nics.is_empty());
     // unit none: no CPUs, an empty mask as hwloc prints it.
     let text = stdout(&[
         "-n",

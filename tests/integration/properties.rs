@@ -62,7 +62,10 @@ proptest! {
             return Ok(());
         };
         prop_assert_eq!(plan.tasks.len(), n);
-        let selection = binder::select::select(&topology, &[], &shape.resources, "p.yaml").unwrap();
+        let unit = plan.unit.unit.obj_type().unwrap_or(binder::shape::ObjType::Core);
+        let selection = binder::select::select(
+            &topology, binder::select::Devices::default(), &shape.resources, unit, "p.yaml",
+        ).unwrap();
         // The pool: every unit object that holds a selected CPU.
         let selected = selection.cpuset();
         let mut pool = CpuSet::new();

@@ -1,0 +1,688 @@
+//! Turns a selection into every local task's binding: the `Plan` (SEMANTICS §4, §5, §9–11).
+//!
+//! Without slots, the pool is the list of unit objects (cores or PUs) that hold the
+//! selected CPUs, in logical order; it is reversed and reordered as asked, then dealt to
+//! the `n` local tasks in equal shares ([`pool`]). With slots, each task gets one whole
+//! slot ([`slots`]). Then each task's cpuset is widened to `bind: numa|…` objects, and its
+//! GPUs and NICs are chosen to match its CPUs ([`devices`]). Every task of a node computes
+//! this same plan independently, so nothing here may depend on anything but the topology
+//! and the request.
+//! With `gpu-local`/`gpu-remote`, tasks are first grouped by the CPUs their GPUs ask for
+//! and each group is dealt its own, disjoint part of the pool.
+
+pub mod devices;
+mod pool;
+pub mod slots;
+
+use std::fmt;
+
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::object::TopologyObject;
+
+use crate::gpu::{object_label, Gpu};
+use crate::nic::Nic;
+use crate::select::Selection;
+use crate::shape::{ObjType, Pattern};
+use crate::topology::Topology;
+use crate::unit::{Unit, UnitChoice};
+
+pub use pool::deal;
+
+/// Where each task's CPUs must be relative to its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locality {
+    /// Anywhere in the pool.
+    Any,
+    /// Among the CPUs near the task's GPUs.
+    GpuLocal,
+    /// On the nearest NUMA node that has none of the task's GPUs.
+    GpuRemote,
+}
+
+/// What to distribute, beyond the selection.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// The binding unit.
+    pub unit: UnitChoice,
+    /// How the pool is dealt.
+    pub pattern: Pattern,
+    /// Reverse the pool first.
+    pub reverse: bool,
+    /// Number of tasks on this node.
+    pub local_size: usize,
+    /// GPUs per task, when asked for.
+    pub gpus_per_task: Option<usize>,
+    /// GPU locality of the CPUs.
+    pub locality: Locality,
+}
+
+/// One unit object given to a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitObj {
+    /// hwloc logical index (`core:3` is L#3).
+    pub logical: usize,
+    /// OS (physical) index, when hwloc knows one.
+    pub os: Option<usize>,
+    /// OS numbers of its PUs, ascending (one OpenMP place).
+    pub pus: Vec<usize>,
+}
+
+impl UnitObj {
+    fn of(obj: &TopologyObject) -> UnitObj {
+        UnitObj {
+            logical: obj.logical_index(),
+            os: obj.os_index(),
+            pus: obj
+                .cpuset()
+                .map(|s| s.iter_set().map(usize::from).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// One local task's binding.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Local rank, from 0.
+    pub local_rank: usize,
+    /// The unit objects it gets, in the order dealt.
+    pub units: Vec<UnitObj>,
+    /// Its CPUs (OS numbering); empty for unit none.
+    pub cpuset: CpuSet,
+    /// Its GPUs, as indices into [`Plan::gpus`].
+    pub gpus: Vec<usize>,
+    /// Its nearest NICs among those the shape named, as indices into [`Plan::nics`].
+    pub nics: Vec<usize>,
+    /// The slot it got, by position in selection order (shapes with slots only).
+    pub slot: Option<usize>,
+    /// How many packages, NUMA nodes and L3 caches its cpuset touches.
+    pub spans: Spans,
+}
+
+/// How many objects of each container level a task's cpuset touches (SEMANTICS §10);
+/// objects with identical cpusets (a cluster's DDR and MCDRAM NUMA nodes) count once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spans {
+    /// Packages (sockets).
+    pub package: usize,
+    /// NUMA nodes with CPUs.
+    pub numa: usize,
+    /// L3 caches.
+    pub l3: usize,
+}
+
+impl Spans {
+    /// The levels spans are counted for, in report order.
+    pub const LEVELS: [ObjType; 3] = [ObjType::Package, ObjType::Numa, ObjType::L3];
+
+    /// The count for one of [`Spans::LEVELS`] (0 for any other type).
+    pub fn of(&self, level: ObjType) -> usize {
+        match level {
+            ObjType::Package => self.package,
+            ObjType::Numa => self.numa,
+            ObjType::L3 => self.l3,
+            _ => 0,
+        }
+    }
+}
+
+/// A slot no task got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnusedSlot {
+    /// Its position in selection order.
+    pub index: usize,
+    /// Its parent (`numa:3`).
+    pub within: String,
+}
+
+/// The whole node's placement: what every local task gets.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The unit and the rule that chose it.
+    pub unit: UnitChoice,
+    /// The pattern used.
+    pub pattern: Pattern,
+    /// Whether the pool was reversed.
+    pub reverse: bool,
+    /// GPU locality of the CPUs.
+    pub locality: Locality,
+    /// One entry per local rank.
+    pub tasks: Vec<Task>,
+    /// Pool units no task got (the `P mod n` remainder, or units outside every GPU's
+    /// locality), in pool order.
+    pub unused: Vec<UnitObj>,
+    /// The node's GPUs (empty unless the shape uses GPUs).
+    pub gpus: Vec<Gpu>,
+    /// The node's NICs (empty unless the shape names a NIC).
+    pub nics: Vec<Nic>,
+    /// Number of slots the shape took (0 without slots).
+    pub slots: usize,
+    /// Slots no task got.
+    pub unused_slots: Vec<UnusedSlot>,
+    /// The container levels the shape selects (package, numa, l3): a task whose cpuset
+    /// touches more than one object of such a level is flagged in the text form.
+    pub levels: Vec<ObjType>,
+}
+
+/// The selection cannot be dealt to the tasks.
+#[derive(Debug, thiserror::Error)]
+pub enum DistributeError {
+    /// Fewer units than tasks.
+    #[error(
+        "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node, \
+         select more resources, or bind to a finer unit (`bind: pu`)"
+    )]
+    TooFewUnits {
+        /// The shape file.
+        origin: String,
+        /// Tasks that share the pool.
+        tasks: usize,
+        /// Units in the pool.
+        units: usize,
+        /// The unit.
+        unit: Unit,
+        /// Which part of the pool, for GPU localities (` near gpu:0 (package:0)`).
+        scope: String,
+    },
+    /// `interleave` with unit core.
+    #[error("{origin}: pattern `interleave` deals PUs of cores and needs unit pu, but the unit is core ({rule}); add `bind: pu` to `options` or use `packed`/`scatter`")]
+    InterleaveNeedsPu {
+        /// The shape file.
+        origin: String,
+        /// How the unit was chosen.
+        rule: String,
+    },
+    /// More GPUs asked for than the node has.
+    #[error("{origin}: {tasks} task(s) × {per_task} GPU(s) per task need {need} GPU(s), but {source_desc} has {have}{hint}")]
+    TooFewGpus {
+        /// The shape file.
+        origin: String,
+        /// Local tasks.
+        tasks: usize,
+        /// GPUs per task.
+        per_task: usize,
+        /// Total needed.
+        need: usize,
+        /// GPUs found.
+        have: usize,
+        /// The topology source.
+        source_desc: String,
+        /// What to do.
+        hint: String,
+    },
+    /// More tasks than slots.
+    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} tasks per node, or ask for more, smaller slots")]
+    TooFewSlots {
+        /// The shape file.
+        origin: String,
+        /// Local tasks.
+        tasks: usize,
+        /// Slots taken.
+        slots: usize,
+        /// Where the slots are (`2 in package:0, 1 in package:1`).
+        detail: String,
+        /// The topology source.
+        source_desc: String,
+    },
+    /// A slot whose `with` took devices but no CPUs.
+    #[error("{origin}: slot {slot} (in {within}) has no CPUs, only devices; add a `core` or `pu` item inside the slot so its task has CPUs to run on")]
+    SlotWithoutCpus {
+        /// The shape file.
+        origin: String,
+        /// The slot, by position.
+        slot: usize,
+        /// Its parent.
+        within: String,
+    },
+    /// `gpu-local` tasks whose GPUs' localities overlap cannot all get CPUs of their own.
+    #[error("{origin}: `gpu-local` cannot give {tasks} task(s){scope} CPUs of their own: {units} {unit} are left there after tasks with narrower GPU localities took theirs; give each task GPUs near one another (lower `gpus-per-task`) or run fewer tasks")]
+    OverlappingLocality {
+        /// The shape file.
+        origin: String,
+        /// Tasks in the group.
+        tasks: usize,
+        /// Units left to them.
+        units: usize,
+        /// The unit.
+        unit: Unit,
+        /// The GPUs, for the message (` near gpu:2 (package:0), gpu:3 (package:1)`).
+        scope: String,
+    },
+    /// `gpu-remote` on a node where no NUMA node is free of the task's GPUs.
+    #[error("{origin}: `bind: gpu-remote` needs a NUMA node without gpu:{gpu}, but {source_desc} has {numa} NUMA node(s) with CPUs and all are near it; use `gpu-local` here")]
+    NoRemoteNuma {
+        /// The shape file.
+        origin: String,
+        /// The GPU.
+        gpu: usize,
+        /// NUMA nodes with CPUs.
+        numa: usize,
+        /// The topology source.
+        source_desc: String,
+    },
+}
+
+/// Deals the selection to `request.local_size` tasks.
+pub fn distribute(
+    topology: &Topology,
+    selection: &Selection<'_>,
+    gpus: Vec<Gpu>,
+    nics: Vec<Nic>,
+    request: &Request,
+    origin: &str,
+) -> Result<Plan, DistributeError> {
+    let n = request.local_size.max(1);
+    if request.pattern == Pattern::Interleave && request.unit.unit != Unit::Pu {
+        return Err(DistributeError::InterleaveNeedsPu {
+            origin: origin.to_owned(),
+            rule: request.unit.rule.to_string(),
+        });
+    }
+    let mut plan = Plan {
+        unit: request.unit,
+        pattern: request.pattern,
+        reverse: request.reverse,
+        locality: request.locality,
+        tasks: (0..n)
+            .map(|r| Task {
+                local_rank: r,
+                units: Vec::new(),
+                cpuset: CpuSet::new(),
+                gpus: Vec::new(),
+                nics: Vec::new(),
+                slot: None,
+                spans: Spans::default(),
+            })
+            .collect(),
+        unused: Vec::new(),
+        gpus,
+        nics,
+        slots: selection.slots.len(),
+        unused_slots: Vec::new(),
+        levels: Vec::new(),
+    };
+    if selection.slots.is_empty() {
+        deal_pool(topology, selection, request, &mut plan, origin)?;
+    } else {
+        deal_slots(topology, selection, request, &mut plan, origin)?;
+    }
+    if let Some(width) = request.unit.width {
+        widen(topology, width, &mut plan);
+    }
+    // GPUs follow CPUs: tasks not placed by their GPUs take the GPUs nearest their cpuset.
+    if request.locality == Locality::Any {
+        if let Some(g) = request.gpus_per_task {
+            let need: Vec<usize> = (0..n).filter(|&r| plan.tasks[r].gpus.is_empty()).collect();
+            check_gpu_count(topology, plan.gpus.len(), need.len(), g, origin)?;
+            let cpus: Vec<CpuSet> = need.iter().map(|&r| plan.tasks[r].cpuset.clone()).collect();
+            let taken: Vec<usize> = plan.tasks.iter().flat_map(|t| t.gpus.clone()).collect();
+            let free: Vec<usize> = (0..plan.gpus.len())
+                .filter(|g| !taken.contains(g))
+                .collect();
+            let localities: Vec<CpuSet> = free
+                .iter()
+                .map(|&i| plan.gpus[i].locality.clone())
+                .collect();
+            if free.len() < need.len() * g {
+                return Err(too_few_gpus(
+                    topology,
+                    plan.gpus.len(),
+                    need.len(),
+                    g,
+                    origin,
+                ));
+            }
+            for (&r, mine) in need.iter().zip(devices::follow_cpus(&cpus, &localities, g)) {
+                plan.tasks[r].gpus = mine.into_iter().map(|i| free[i]).collect();
+            }
+        }
+    }
+    // NICs: each task's nearest among those the shape named (its slot's, when it has any).
+    if !selection.nics.is_empty() {
+        for task in &mut plan.tasks {
+            let own = task
+                .slot
+                .map(|s| selection.slots[s].nics.clone())
+                .filter(|nics| !nics.is_empty())
+                .unwrap_or_else(|| selection.nics.clone());
+            let candidates: Vec<(usize, &CpuSet)> =
+                own.iter().map(|&i| (i, &plan.nics[i].locality)).collect();
+            task.nics = devices::nearest(&task.cpuset, &candidates);
+        }
+    }
+    // Objects with the same CPUs count once: a KNL cluster's DDR and MCDRAM NUMA nodes
+    // (or a node's DRAM and HBM) are one place for the CPUs.
+    let levels: Vec<Vec<CpuSet>> = Spans::LEVELS
+        .iter()
+        .map(|&l| {
+            let mut sets: Vec<CpuSet> = Vec::new();
+            for set in topology.objects(l).iter().filter_map(|o| o.cpuset()) {
+                if !sets.contains(&*set) {
+                    sets.push(set.clone_target());
+                }
+            }
+            sets
+        })
+        .collect();
+    for task in &mut plan.tasks {
+        let touches = |sets: &[CpuSet]| sets.iter().filter(|s| s.intersects(&task.cpuset)).count();
+        task.spans = Spans {
+            package: touches(&levels[0]),
+            numa: touches(&levels[1]),
+            l3: touches(&levels[2]),
+        };
+    }
+    Ok(plan)
+}
+
+/// Without slots: the pool dealt in equal shares, per GPU-locality group (SEMANTICS §4, §9).
+fn deal_pool(
+    topology: &Topology,
+    selection: &Selection<'_>,
+    request: &Request,
+    plan: &mut Plan,
+    origin: &str,
+) -> Result<(), DistributeError> {
+    let n = plan.tasks.len();
+    if request.locality != Locality::Any {
+        let task_gpus = assign_gpus(topology, &plan.gpus, request, n, origin)?;
+        for (task, gpus) in plan.tasks.iter_mut().zip(task_gpus) {
+            task.gpus = gpus;
+        }
+    }
+    let Some(unit_type) = request.unit.unit.obj_type() else {
+        return Ok(());
+    };
+    let pool = pool::pool(
+        topology,
+        &selection.cpuset(),
+        unit_type,
+        request.pattern,
+        request.reverse,
+    );
+    // Group the tasks by the CPUs they must stay within, in order of first appearance.
+    let mut groups: Vec<(Option<CpuSet>, String, Vec<usize>)> = Vec::new();
+    for r in 0..n {
+        let (within, scope) = match request.locality {
+            Locality::Any => (None, String::new()),
+            Locality::GpuLocal => local_cpus(&plan.gpus, &plan.tasks[r].gpus),
+            Locality::GpuRemote => remote_cpus(topology, &plan.gpus, &plan.tasks[r].gpus, origin)?,
+        };
+        match groups.iter_mut().find(|(w, _, _)| *w == within) {
+            Some((_, _, ranks)) => ranks.push(r),
+            None => groups.push((within, scope, vec![r])),
+        }
+    }
+    let unit_sets: Vec<CpuSet> = pool
+        .iter()
+        .map(|u| u.cpuset().map(|s| s.clone_target()).unwrap_or_default())
+        .collect();
+    let parts: Vec<Vec<usize>> = match request.locality {
+        Locality::Any => vec![(0..pool.len()).collect()],
+        // gpu-local: disjoint parts, narrow localities first (SEMANTICS §11).
+        Locality::GpuLocal => {
+            let localities: Vec<CpuSet> = groups
+                .iter()
+                .map(|(w, _, _)| w.clone().unwrap_or_default())
+                .collect();
+            devices::local_parts(&unit_sets, &localities)
+        }
+        // gpu-remote: each group its NUMA node, shared with any other group sent there.
+        Locality::GpuRemote => groups
+            .iter()
+            .map(|(w, _, _)| {
+                let w = w.clone().unwrap_or_default();
+                (0..pool.len())
+                    .filter(|&i| w.includes(&unit_sets[i]))
+                    .collect()
+            })
+            .collect(),
+    };
+    let mut used = vec![false; pool.len()];
+    for ((within, scope, ranks), part) in groups.iter().zip(&parts) {
+        let shares = deal(part.len(), ranks.len(), request.pattern);
+        if shares.is_empty() {
+            let units_inside = within.as_ref().map_or(pool.len(), |w| {
+                unit_sets.iter().filter(|s| w.includes(*s)).count()
+            });
+            if request.locality == Locality::GpuLocal && units_inside >= ranks.len() {
+                return Err(DistributeError::OverlappingLocality {
+                    origin: origin.to_owned(),
+                    tasks: ranks.len(),
+                    units: part.len(),
+                    unit: request.unit.unit,
+                    scope: scope.clone(),
+                });
+            }
+            return Err(DistributeError::TooFewUnits {
+                origin: origin.to_owned(),
+                tasks: ranks.len(),
+                units: part.len(),
+                unit: request.unit.unit,
+                scope: scope.clone(),
+            });
+        }
+        for (share, &r) in shares.iter().zip(ranks) {
+            let task = &mut plan.tasks[r];
+            for &k in share {
+                let obj = pool[part[k]];
+                used[part[k]] = true;
+                task.units.push(UnitObj::of(obj));
+                task.cpuset |= &unit_sets[part[k]];
+            }
+        }
+    }
+    plan.unused = pool
+        .iter()
+        .zip(&used)
+        .filter(|(_, used)| !**used)
+        .map(|(obj, _)| UnitObj::of(obj))
+        .collect();
+    Ok(())
+}
+
+/// With slots: task r gets one whole slot, in the pattern's slot order (SEMANTICS §10).
+fn deal_slots(
+    topology: &Topology,
+    selection: &Selection<'_>,
+    request: &Request,
+    plan: &mut Plan,
+    origin: &str,
+) -> Result<(), DistributeError> {
+    let n = plan.tasks.len();
+    let slots = &selection.slots;
+    if n > slots.len() {
+        let mut detail: Vec<(String, usize)> = Vec::new();
+        for slot in slots {
+            match detail.iter_mut().find(|(w, _)| *w == slot.within) {
+                Some((_, c)) => *c += 1,
+                None => detail.push((slot.within.clone(), 1)),
+            }
+        }
+        let mut text: Vec<String> = detail
+            .iter()
+            .take(6)
+            .map(|(w, c)| format!("{c} in {w}"))
+            .collect();
+        if detail.len() > 6 {
+            text.push(format!("… {} parents in all", detail.len()));
+        }
+        return Err(DistributeError::TooFewSlots {
+            origin: origin.to_owned(),
+            tasks: n,
+            slots: slots.len(),
+            detail: text.join(", "),
+            source_desc: topology.source().to_string(),
+        });
+    }
+    let parents: Vec<usize> = slots.iter().map(|s| s.parent).collect();
+    let order = slots::order(&parents, request.pattern, request.reverse);
+    let owners = request
+        .unit
+        .unit
+        .obj_type()
+        .map(|unit| topology.pu_owners(unit));
+    for (r, &s) in order.iter().take(n).enumerate() {
+        let slot = &slots[s];
+        let task = &mut plan.tasks[r];
+        task.slot = Some(s);
+        task.gpus.clone_from(&slot.gpus);
+        let Some(owners) = &owners else { continue };
+        if slot.cpus.is_empty() {
+            return Err(DistributeError::SlotWithoutCpus {
+                origin: origin.to_owned(),
+                slot: s,
+                within: slot.within.clone(),
+            });
+        }
+        task.units = pool::units_in(owners, &slot.cpus)
+            .into_iter()
+            .map(UnitObj::of)
+            .collect();
+        task.cpuset = slot.cpus.clone();
+    }
+    for &s in &order[n..] {
+        plan.unused_slots.push(UnusedSlot {
+            index: s,
+            within: slots[s].within.clone(),
+        });
+        if let Some(owners) = &owners {
+            plan.unused.extend(
+                pool::units_in(owners, &slots[s].cpus)
+                    .into_iter()
+                    .map(UnitObj::of),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `bind: package|numa|…`: each task's cpuset becomes the whole objects of `width` that
+/// its cpuset touches (SEMANTICS §11); its units stay as dealt.
+fn widen(topology: &Topology, width: ObjType, plan: &mut Plan) {
+    let objects: Vec<CpuSet> = topology
+        .objects(width)
+        .iter()
+        .filter_map(|o| o.cpuset().map(|s| s.clone_target()))
+        .collect();
+    for task in &mut plan.tasks {
+        let mut wide = task.cpuset.clone();
+        for set in objects.iter().filter(|s| s.intersects(&task.cpuset)) {
+            wide |= set;
+        }
+        task.cpuset = wide;
+    }
+}
+
+fn too_few_gpus(
+    topology: &Topology,
+    have: usize,
+    n: usize,
+    g: usize,
+    origin: &str,
+) -> DistributeError {
+    let hint = if have == 0 {
+        "; binder finds GPUs as PCI devices, so the topology must include I/O (`lstopo --of xml` does by default)"
+    } else {
+        "; lower `gpus-per-task` or run fewer tasks per node"
+    };
+    DistributeError::TooFewGpus {
+        origin: origin.to_owned(),
+        tasks: n,
+        per_task: g,
+        need: n.saturating_mul(g),
+        have,
+        source_desc: topology.source().to_string(),
+        hint: hint.to_owned(),
+    }
+}
+
+fn check_gpu_count(
+    topology: &Topology,
+    have: usize,
+    n: usize,
+    g: usize,
+    origin: &str,
+) -> Result<(), DistributeError> {
+    match n.checked_mul(g) {
+        Some(need) if need <= have => Ok(()),
+        _ => Err(too_few_gpus(topology, have, n, g, origin)),
+    }
+}
+
+/// Each task's GPUs under `gpu-local`/`gpu-remote`: `g` consecutive GPUs per task in bus
+/// order; without `g`, the GPUs are shared out like CPUs (`G div n` each, or consecutive
+/// tasks sharing one GPU when there are more tasks than GPUs).
+fn assign_gpus(
+    topology: &Topology,
+    gpus: &[Gpu],
+    request: &Request,
+    n: usize,
+    origin: &str,
+) -> Result<Vec<Vec<usize>>, DistributeError> {
+    let have = gpus.len();
+    match request.gpus_per_task {
+        Some(g) => {
+            check_gpu_count(topology, have, n, g, origin)?;
+            Ok((0..n).map(|r| (g * r..g * r + g).collect()).collect())
+        }
+        None if have == 0 => Err(DistributeError::TooFewGpus {
+            origin: origin.to_owned(),
+            tasks: n,
+            per_task: 1,
+            need: n,
+            have,
+            source_desc: topology.source().to_string(),
+            hint: "; `gpu-local`/`gpu-remote` need GPUs in the topology".to_owned(),
+        }),
+        None if n <= have => {
+            let g = have / n;
+            Ok((0..n).map(|r| (g * r..g * r + g).collect()).collect())
+        }
+        None => Ok((0..n).map(|r| vec![r * have / n]).collect()),
+    }
+}
+
+/// The CPUs near a task's GPUs, and how to name them in messages.
+fn local_cpus(gpus: &[Gpu], mine: &[usize]) -> (Option<CpuSet>, String) {
+    let mut set = CpuSet::new();
+    let mut names = Vec::new();
+    for &g in mine {
+        set |= &gpus[g].locality;
+        names.push(format!("gpu:{} ({})", g, gpus[g].attached_to));
+    }
+    (Some(set), format!(" near {}", names.join(", ")))
+}
+
+/// The CPUs of the nearest NUMA node that has none of the task's GPUs.
+fn remote_cpus(
+    topology: &Topology,
+    gpus: &[Gpu],
+    mine: &[usize],
+    origin: &str,
+) -> Result<(Option<CpuSet>, String), DistributeError> {
+    let (near, _) = local_cpus(gpus, mine);
+    let first = mine.first().copied().unwrap_or(0);
+    match devices::remote_numa(topology, &near.unwrap_or_default()) {
+        Some(numa) => Ok((
+            numa.cpuset().map(|s| s.clone_target()),
+            format!(" of {} (remote from gpu:{first})", object_label(numa)),
+        )),
+        None => Err(DistributeError::NoRemoteNuma {
+            origin: origin.to_owned(),
+            gpu: first,
+            numa: topology.objects(ObjType::Numa).len(),
+            source_desc: topology.source().to_string(),
+        }),
+    }
+}
+
+impl fmt::Display for Locality {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Locality::Any => "any",
+            Locality::GpuLocal => "gpu-local",
+            Locality::GpuRemote => "gpu-remote",
+        })
+    }
+}

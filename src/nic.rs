@@ -1,0 +1,127 @@
+//! Finds the node's network interfaces in the hwloc topology (SEMANTICS §11), so that a
+//! shape can pick the CPUs near a NIC (`type: nic`) and a task learns its nearest NICs
+//! (`BINDER_NICS`), as fluxbind's NIC affinity does.
+//!
+//! A NIC is a PCI device of class network (02xx, which includes Ethernet 0200 and
+//! InfiniBand 0207) or the older InfiniBand class 0c06. Its names are the names of its
+//! hwloc OS devices: network interfaces (`eth0`, `ib0`) and OpenFabrics devices
+//! (`mlx5_0`, `hfi1_0`); a device without OS devices (an unbound virtual function) is
+//! named by its PCI bus id. Order: PCI bus id.
+
+use hwlocality::cpu::cpuset::CpuSet;
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::ObjectType;
+use hwlocality::object::TopologyObject;
+
+use crate::gpu::{info, object_label, PciKey};
+use crate::topology::Topology;
+
+/// One network interface of the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nic {
+    /// Position in PCI bus order among all NICs (`nic:N`).
+    pub index: usize,
+    /// PCI bus id, `domain:bus:device.function`.
+    pub busid: String,
+    /// The OS device names (`ib0`, `mlx5_0`), in hwloc's order; empty when it has none.
+    pub os_names: Vec<String>,
+    /// Marketing name from the PCI database, else `vendor:device` in hex.
+    pub model: String,
+    /// The CPUs near it: the cpuset of its first non-I/O ancestor.
+    pub locality: CpuSet,
+    /// Its first non-I/O ancestor, as `type:index`.
+    pub attached_to: String,
+}
+
+impl Nic {
+    /// The names a task is told in `BINDER_NICS`: its OS devices, else its bus id.
+    pub fn names(&self) -> Vec<String> {
+        if self.os_names.is_empty() {
+            vec![self.busid.clone()]
+        } else {
+            self.os_names.clone()
+        }
+    }
+}
+
+/// Whether a PCI class id is a network device.
+pub fn is_network_class(class_id: u16) -> bool {
+    class_id >> 8 == 0x02 || class_id == 0x0c06
+}
+
+/// Lists the NICs of a topology loaded with I/O discovery, in PCI bus order.
+pub fn discover(topology: &Topology) -> Vec<Nic> {
+    let mut found: Vec<(PciKey, Nic)> = Vec::new();
+    for pci in topology.hw().pci_devices() {
+        let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
+            continue;
+        };
+        if !is_network_class(attr.class_id()) {
+            continue;
+        }
+        let key = (
+            attr.domain(),
+            attr.bus_id(),
+            attr.bus_device(),
+            attr.function(),
+        );
+        let ancestor = pci.first_non_io_ancestor();
+        let os_names = pci
+            .io_children()
+            .filter(|c| c.object_type() == ObjectType::OSDevice)
+            .filter_map(TopologyObject::name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        let nic = Nic {
+            index: 0,
+            busid: format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3),
+            os_names,
+            model: info(pci, "PCIDevice")
+                .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id())),
+            locality: ancestor
+                .and_then(TopologyObject::cpuset)
+                .map(|s| s.clone_target())
+                .unwrap_or_default(),
+            attached_to: ancestor.map_or_else(|| "machine:0".into(), object_label),
+        };
+        found.push((key, nic));
+    }
+    found.sort_by_key(|(key, _)| *key);
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(index, (_, nic))| Nic { index, ..nic })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_classes() {
+        assert!(is_network_class(0x0200)); // Ethernet
+        assert!(is_network_class(0x0207)); // InfiniBand (ConnectX)
+        assert!(is_network_class(0x0c06)); // InfiniBand, serial-bus class
+        assert!(!is_network_class(0x0302)); // 3D controller (a GPU)
+        assert!(!is_network_class(0x0604)); // PCI bridge
+    }
+
+    #[test]
+    fn names_fall_back_to_the_bus_id() {
+        let nic = Nic {
+            index: 0,
+            busid: "0000:02:00.0".into(),
+            os_names: vec![],
+            model: "x".into(),
+            locality: CpuSet::new(),
+            attached_to: "package:0".into(),
+        };
+        assert_eq!(nic.names(), ["0000:02:00.0"]);
+        let nic = Nic {
+            os_names: vec!["ib0".into(), "mlx5_0".into()],
+            ..nic
+        };
+        assert_eq!(nic.names(), ["ib0", "mlx5_0"]);
+    }
+}
