@@ -109,8 +109,10 @@ pub(super) fn render(
         writeln!(out, "{}", line.trim_end())?;
     }
     if !plan.unused_slots.is_empty() {
+        let mut unused = plan.unused_slots.clone();
+        unused.sort_by_key(|s| s.index);
         let mut parents: Vec<&str> = Vec::new();
-        for slot in &plan.unused_slots {
+        for slot in &unused {
             if !parents.contains(&slot.within.as_str()) {
                 parents.push(&slot.within);
             }

@@ -662,3 +662,59 @@ fn first_in_tree<T>(items: &[Resource], get: &dyn Fn(&Resource) -> Option<T>) ->
         .iter()
         .find_map(|r| get(r).or_else(|| first_in_tree(&r.with, get)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(yaml: &str) -> String {
+        Shape::from_yaml(yaml, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn slot_rules() {
+        let e = refusal("resources: [{type: slot, with: [{type: slot}]}]");
+        assert!(
+            e.contains("resources[0].with[0]: a `slot` inside a `slot`"),
+            "{e}"
+        );
+        let e = refusal("resources: [{type: slot}, {type: socket, with: [{type: task}]}]");
+        assert!(
+            e.contains("resources[1].with[0]: slots at two levels (also at resources[0])"),
+            "{e}"
+        );
+        let e = refusal("resources: [{type: gpu, with: [{type: slot}]}]");
+        assert!(e.contains("a `slot` inside a `gpu`"), "{e}");
+        let e =
+            refusal("options: {bind: gpu-local}\nresources: [{type: numa, with: [{type: slot}]}]");
+        assert!(e.contains("`bind: gpu-local` with `slot` items"), "{e}");
+        let e = refusal(
+            "options: {pattern: interleave}\nresources: [{type: slot, with: [{type: pu}]}]",
+        );
+        assert!(e.contains("`pattern: interleave` with `slot` items"), "{e}");
+        // Slots at one level under different parents are fine.
+        let ok =
+            "resources: [{type: socket, with: [{type: slot}]}, {type: numa, with: [{type: slot}]}]";
+        assert!(Shape::from_yaml(ok, "t.yaml").unwrap().has_slots());
+    }
+
+    #[test]
+    fn widths_and_device_types_parse() {
+        let s = Shape::from_yaml("options: {bind: socket}\nresources: [{type: nic}]", "t").unwrap();
+        assert_eq!(s.options.bind, Some(Bind::Width(ObjType::Package)));
+        assert!(s.needs_nics() && s.needs_io() && !s.needs_gpus());
+        for (word, ty) in [
+            ("l3", ObjType::L3),
+            ("numanode", ObjType::Numa),
+            ("die", ObjType::Die),
+            ("l2cache", ObjType::L2),
+        ] {
+            let s = Shape::from_yaml(
+                &format!("options: {{bind: {word}}}\nresources: [{{type: core}}]"),
+                "t",
+            )
+            .unwrap();
+            assert_eq!(s.options.bind, Some(Bind::Width(ty)), "{word}");
+        }
+    }
+}

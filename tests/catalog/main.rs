@@ -51,6 +51,15 @@ const GPU_XMLS: [&str; 10] = [
     "mi300a-4apu-96c-smt2-cpx.xml",
 ];
 
+/// Topologies with NICs: Ethernet with many virtual functions, InfiniBand on POWER9,
+/// Ethernet and InfiniBand on a SNC4 Sapphire Rapids, KNL with an Omni-Path HFI.
+const NIC_XMLS: [&str; 4] = [
+    "xeon-2s-16c-nic-manyvfs.xml",
+    "power9-sierra-2s-44c-smt4-4v100-gpunuma.xml",
+    "spr8480-2s-112c-smt2-snc4-4h100.xml",
+    "knl7250-snc4-flat-68c-smt4-8numa.xml",
+];
+
 #[test]
 fn catalog() {
     let Some(shared) = common::shared() else {
@@ -62,8 +71,18 @@ fn catalog() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let origin = format!("shapes/{name}");
         let shape = Shape::from_file(path).expect("catalog shapes parse");
-        let io = shape.needs_gpus();
-        let sources: Vec<(String, Source)> = if io {
+        let io = shape.needs_io();
+        let sources: Vec<(String, Source)> = if shape.needs_nics() && !shape.needs_gpus() {
+            NIC_XMLS
+                .iter()
+                .map(|x| {
+                    (
+                        format!("--topology ../shared/topologies/{x}"),
+                        xml(&shared, x),
+                    )
+                })
+                .collect()
+        } else if io {
             GPU_XMLS
                 .iter()
                 .map(|x| {
@@ -95,7 +114,9 @@ fn catalog() {
             let topology = cache
                 .entry((flag.clone(), io))
                 .or_insert_with(|| binder::load_topology(&shape, &source, None).expect("loads"));
-            let sizes = if io {
+            let sizes = if shape.needs_nics() && !shape.needs_gpus() {
+                vec![1, 2]
+            } else if io {
                 let g = binder::gpu::discover(topology).len().max(1);
                 vec![1, g, 2 * g]
             } else {

@@ -96,3 +96,80 @@ pub fn python_with_yaml() -> Option<String> {
         })
         .map(str::to_owned)
 }
+
+/// Runs `hwloc-calc --input XML ARGS` once with `lines` on its standard input (hwloc-calc
+/// answers each location it reads there with one line), so a sweep costs one process per
+/// topology instead of one per rank.
+pub fn hwloc_calc_lines(xml: &Path, args: &[&str], lines: &[String]) -> Vec<String> {
+    use std::io::Write as _;
+    let mut child = Command::new("hwloc-calc")
+        .arg("--input")
+        .arg(xml)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("hwloc-calc runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = lines.join("\n") + "\n";
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("hwloc-calc output");
+    writer.join().expect("writer").expect("stdin written");
+    assert!(
+        out.status.success(),
+        "hwloc-calc {args:?} failed on {}",
+        xml.display()
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .filter(|l| !l.starts_with("Waiting for locations"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The OS CPU numbers of an hwloc bitmap string as hwloc-calc prints it
+/// (`0x00000003,,0x0000000f`: 32-bit words, most significant first, empty = zero).
+pub fn parse_hwloc_mask(mask: &str) -> Vec<usize> {
+    let words: Vec<&str> = mask.trim().split(',').collect();
+    let mut cpus = Vec::new();
+    for (i, word) in words.iter().rev().enumerate() {
+        let hex = word.trim_start_matches("0x");
+        if hex.is_empty() {
+            continue;
+        }
+        let value = u64::from_str_radix(hex, 16).expect("hex word");
+        for bit in 0..32 {
+            if value >> bit & 1 == 1 {
+                cpus.push(i * 32 + bit);
+            }
+        }
+    }
+    cpus.sort_unstable();
+    cpus
+}
+
+/// Every topology XML of `../shared/topologies`, by file name, sorted.
+pub fn all_topologies(shared: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(shared.join("topologies"))
+        .expect("topologies dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".xml"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Fails under `CI=true` and prints a visible skip elsewhere, for a missing tool.
+pub fn require_tool(program: &str, what: &str) -> bool {
+    if has(program) {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{what} needs `{program}` under CI=true");
+    }
+    eprintln!("SKIPPED: {what}: `{program}` not found");
+    false
+}

@@ -7,4 +7,5 @@ mod cli;
 mod gpus;
 mod launch;
 mod oracle;
+mod placement;
 mod properties;

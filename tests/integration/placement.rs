@@ -1,0 +1,365 @@
+//! Placement that keeps its promises (SEMANTICS §10, §11), swept over every shared
+//! topology and checked against hwloc's own tools:
+//!
+//! - slot shapes: no rank straddles two parent objects (`hwloc-calc --intersect`), a
+//!   whole-parent slot is exactly its parent (`hwloc-calc TYPE:I`), cpusets are disjoint,
+//!   and the ranks follow the parents in packed or round-robin order;
+//! - GPU shapes: no two tasks share a PU, whatever the GPU localities;
+//! - CPU shapes with `gpus-per-task`: no task gets a remote GPU while a local one is free.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use binder::distribute::Plan;
+use binder::shape::Shape;
+use binder::topology::{self, Source, Topology};
+
+use crate::common::{
+    all_topologies, hwloc_calc_lines, parse_hwloc_mask, require_tool, root, shared,
+    topology as xml_path,
+};
+
+/// Slot shapes of the catalog: (file, parent type in hwloc-calc's words, whole parent
+/// per slot, pattern is scatter).
+const SLOT_SHAPES: [(&str, &str, bool, bool); 6] = [
+    ("l3-per-task.yaml", "l3cache", true, false),
+    ("numa-per-task.yaml", "numa", true, false),
+    ("hybrid-numa-openmp.yaml", "numa", true, false),
+    ("socket-per-task.yaml", "package", true, false),
+    ("slots-per-numa.yaml", "numa", false, false),
+    ("cores-per-socket-cyclic.yaml", "package", false, true),
+];
+
+fn cpus(plan: &Plan, rank: usize) -> Vec<usize> {
+    plan.tasks[rank]
+        .cpuset
+        .iter_set()
+        .map(usize::from)
+        .collect()
+}
+
+fn mask(cpus: &[usize]) -> String {
+    binder::report::hwloc_mask(cpus)
+}
+
+/// The parent objects of `kind` (logical index → OS CPUs) per hwloc-calc.
+fn parents(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize>> {
+    let count = hwloc_calc_lines(xml, &["-N", kind, "all"], &[])
+        .first()
+        .and_then(|l| l.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let indexes = hwloc_calc_lines(xml, &["-I", kind, "all"], &[]);
+    let indexes: Vec<usize> = indexes
+        .first()
+        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    assert_eq!(indexes.len(), count, "{} {kind}", xml.display());
+    let lines: Vec<String> = indexes.iter().map(|i| format!("{kind}:{i}")).collect();
+    let masks = hwloc_calc_lines(xml, &[], &lines);
+    indexes
+        .into_iter()
+        .zip(masks)
+        .map(|(i, m)| (i, parse_hwloc_mask(&m)))
+        .collect()
+}
+
+#[test]
+fn slot_shapes_never_straddle_and_follow_their_parents() {
+    let Some(shared) = shared() else { return };
+    if !require_tool("hwloc-calc", "the slot sweep") {
+        return;
+    }
+    let (mut cases, mut refused, mut straddles, mut overlaps) = (0, 0, 0, 0);
+    for name in all_topologies(&shared) {
+        let xml = xml_path(&shared, &name);
+        let topo = topology::load(&Source::Xml(xml.clone()), false).expect("loads");
+        for (file, kind, whole, scatter) in SLOT_SHAPES {
+            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            // All slots first: that run names every slot's parent.
+            let slots = match binder::plan(&shape, file, &topo, 1, None) {
+                Ok(plan) => plan.slots,
+                Err(e) => {
+                    // Legitimate refusals: the node has no such parent, or no parent holds
+                    // one slot (POWER7's one-core packages and `core: 2`).
+                    let text = e.to_string();
+                    assert!(
+                        text.contains(&format!("no allowed {kind}"))
+                            || text.contains("qualifies: resources[0].with[0] asks for all slot"),
+                        "{name} {file}: {text}"
+                    );
+                    refused += 1;
+                    continue;
+                }
+            };
+            let full = binder::plan(&shape, file, &topo, slots, None).expect("every slot");
+            let parent_sets = parents(&xml, kind);
+            let lines: Vec<String> = (0..slots).map(|r| mask(&cpus(&full, r))).collect();
+            let touched = hwloc_calc_lines(&xml, &["--intersect", kind], &lines);
+            assert_eq!(touched.len(), slots, "{name} {file}");
+            let mut owner = Vec::new();
+            for (r, line) in touched.iter().enumerate() {
+                let mine = cpus(&full, r);
+                let inside: Vec<usize> = line
+                    .split(',')
+                    .filter_map(|x| x.parse().ok())
+                    .filter(|i| {
+                        let p = &parent_sets[i];
+                        mine.iter().all(|c| p.contains(c))
+                    })
+                    .collect();
+                if inside.is_empty() {
+                    straddles += 1;
+                    eprintln!("{name} {file}: rank {r} ({line}) straddles");
+                    owner.push(usize::MAX);
+                    continue;
+                }
+                owner.push(inside[0]);
+                if whole {
+                    assert_eq!(
+                        &mine, &parent_sets[&inside[0]],
+                        "{name} {file} rank {r}: not its whole {kind}"
+                    );
+                }
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for r in 0..slots {
+                for c in cpus(&full, r) {
+                    if !seen.insert(c) {
+                        overlaps += 1;
+                    }
+                }
+            }
+            // Order: packed = parents in order; scatter = round robin over them, derived
+            // from how many slots hwloc-calc put in each parent.
+            let mut counts: Vec<(usize, usize)> = Vec::new();
+            for &p in &owner {
+                match counts.iter_mut().find(|(q, _)| *q == p) {
+                    Some((_, c)) => *c += 1,
+                    None => counts.push((p, 1)),
+                }
+            }
+            counts.sort_unstable();
+            let mut expected = Vec::new();
+            if scatter {
+                let mut left = counts.clone();
+                while expected.len() < slots {
+                    for (p, c) in &mut left {
+                        if *c > 0 {
+                            *c -= 1;
+                            expected.push(*p);
+                        }
+                    }
+                }
+            } else {
+                for (p, c) in &counts {
+                    expected.extend(std::iter::repeat_n(*p, *c));
+                }
+            }
+            assert_eq!(owner, expected, "{name} {file}: slot order");
+            // Smaller sizes take a prefix of the same order.
+            for n in [1, 2, slots / 2]
+                .into_iter()
+                .filter(|&n| n >= 1 && n <= slots)
+            {
+                let plan = binder::plan(&shape, file, &topo, n, None).unwrap();
+                for r in 0..n {
+                    assert_eq!(
+                        cpus(&plan, r),
+                        cpus(&full, r),
+                        "{name} {file} n={n} rank {r}"
+                    );
+                }
+                cases += 1;
+            }
+            cases += 1;
+            // One more task than slots is refused, saying how many fit.
+            let err = binder::plan(&shape, file, &topo, slots + 1, None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("only {slots} slot(s)")),
+                "{name} {file}: {err}"
+            );
+        }
+    }
+    eprintln!("slot sweep: {cases} cases planned, {refused} refused (no such level), {straddles} straddles, {overlaps} overlaps");
+    assert_eq!((straddles, overlaps), (0, 0));
+    assert!(cases > 300, "the sweep planned only {cases} cases");
+}
+
+/// Every topology with GPUs, loaded with I/O.
+fn gpu_topologies(shared: &Path) -> Vec<(String, Topology)> {
+    all_topologies(shared)
+        .into_iter()
+        .filter_map(|name| {
+            let t = topology::load(&Source::Xml(xml_path(shared, &name)), true).ok()?;
+            (!binder::gpu::discover(&t).is_empty()).then_some((name, t))
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_shapes_never_give_two_tasks_one_pu() {
+    let Some(shared) = shared() else { return };
+    let shapes = [
+        "gpu-local.yaml",
+        "gpu-local-shared.yaml",
+        "gpu-remote.yaml",
+        "gpu-slots.yaml",
+    ];
+    let (mut planned, mut overlaps) = (0, 0);
+    let mut refused: BTreeMap<&str, usize> = BTreeMap::new();
+    // Every refusal must be one of these (too few GPUs, cores, slots; no remote NUMA
+    // node; overlapping localities that cannot be given disjointly).
+    let kinds = [
+        ("GPU(s) per task need", "too few GPUs"),
+        ("in the pool", "too few units"),
+        ("slot(s) on", "too few slots"),
+        ("needs a NUMA node without", "no remote NUMA node"),
+        ("CPUs of their own", "overlapping localities"),
+        ("none of its", "no parent with a GPU"),
+    ];
+    for (name, topo) in gpu_topologies(&shared) {
+        for file in shapes {
+            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            for n in 1..=8 {
+                for g in 0..=3 {
+                    let per_task = (g > 0).then_some(g);
+                    let plan = match binder::plan(&shape, file, &topo, n, per_task) {
+                        Ok(plan) => plan,
+                        Err(e) => {
+                            let text = e.to_string();
+                            let kind = kinds.iter().find(|(k, _)| text.contains(k));
+                            let (_, kind) = kind.unwrap_or_else(|| {
+                                panic!("{name} {file} n={n} g={g}: unexpected refusal: {text}")
+                            });
+                            *refused.entry(kind).or_default() += 1;
+                            continue;
+                        }
+                    };
+                    planned += 1;
+                    let mut seen = hwlocality::cpu::cpuset::CpuSet::new();
+                    for task in &plan.tasks {
+                        if task.cpuset.intersects(&seen) {
+                            overlaps += 1;
+                            eprintln!(
+                                "{name} {file} n={n} g={g}: rank {} overlaps",
+                                task.local_rank
+                            );
+                        }
+                        seen |= &task.cpuset;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("gpu sweep: {planned} plans, refused {refused:?}, {overlaps} overlaps");
+    assert_eq!(overlaps, 0);
+    assert!(planned > 500, "only {planned} GPU plans");
+}
+
+/// The case the bug was found with: 3 T4s per task on aws-g4dn put rank 1 on all cores.
+#[test]
+fn gpu_local_with_overlapping_localities_on_aws_g4dn_stays_disjoint() {
+    let Some(shared) = shared() else { return };
+    let xml = xml_path(&shared, "aws-g4dn-metal-2s-48c-smt2-8t4.xml");
+    let topo = topology::load(&Source::Xml(xml.clone()), true).unwrap();
+    let shape = Shape::from_file(&root().join("shapes/gpu-local.yaml")).unwrap();
+    let plan = binder::plan(&shape, "gpu-local.yaml", &topo, 2, Some(3)).unwrap();
+    assert!(!plan.tasks[0].cpuset.intersects(&plan.tasks[1].cpuset));
+    // Rank 0's GPUs 0-2 are all on package 0 (hwloc-calc pci=… answers package:0's
+    // cpuset), so it gets that package; rank 1 is left package 1.
+    let package = |i: usize| -> Vec<usize> {
+        parse_hwloc_mask(&hwloc_calc_lines(&xml, &[], &[format!("package:{i}")])[0])
+    };
+    assert_eq!(cpus(&plan, 0), package(0));
+    assert_eq!(cpus(&plan, 1), package(1));
+}
+
+#[test]
+fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
+    let Some(shared) = shared() else { return };
+    let shapes = [
+        "cores-packed.yaml",
+        "cores-scatter.yaml",
+        "numa-per-task.yaml",
+        "socket-per-task.yaml",
+        "l3-per-task.yaml",
+        "cores-per-socket-cyclic.yaml",
+    ];
+    let (mut planned, mut handed, mut remote_while_local_free) = (0, 0, 0);
+    for (name, topo) in gpu_topologies(&shared) {
+        for file in shapes {
+            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            for n in 1..=8 {
+                for g in 1..=3 {
+                    let Ok(plan) = binder::plan(&shape, file, &topo, n, Some(g)) else {
+                        continue;
+                    };
+                    planned += 1;
+                    let local = |gpu: usize, cpus: &hwlocality::cpu::cpuset::CpuSet| {
+                        plan.gpus[gpu].locality.intersects(cpus)
+                    };
+                    let mut taken = std::collections::BTreeSet::new();
+                    for task in &plan.tasks {
+                        assert_eq!(task.gpus.len(), g, "{name} {file}");
+                        for &gpu in &task.gpus {
+                            handed += 1;
+                            let free_local = (0..plan.gpus.len()).any(|o| {
+                                !taken.contains(&o)
+                                    && !task.gpus.contains(&o)
+                                    && local(o, &task.cpuset)
+                            });
+                            if !local(gpu, &task.cpuset) && free_local {
+                                remote_while_local_free += 1;
+                                eprintln!(
+                                    "{name} {file} n={n} g={g}: rank {} got remote gpu:{gpu}",
+                                    task.local_rank
+                                );
+                            }
+                        }
+                        taken.extend(task.gpus.iter().copied());
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("gpus-follow-cpus sweep: {planned} plans, {handed} GPUs handed out, {remote_while_local_free} remote while a local one was free");
+    assert_eq!(remote_while_local_free, 0);
+    assert!(planned > 300, "only {planned} plans");
+}
+
+#[test]
+fn nic_near_shape_names_the_nearest_nic() {
+    let Some(shared) = shared() else { return };
+    let shape = Shape::from_file(&root().join("shapes/nic-near.yaml")).unwrap();
+    let mut with_nics = 0;
+    for name in all_topologies(&shared) {
+        let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), true).unwrap();
+        let nics = binder::nic::discover(&topo);
+        let plan = match binder::plan(&shape, "nic-near.yaml", &topo, 1, None) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // No NIC, or none whose locality fits in one socket (attached to the machine).
+                let text = e.to_string();
+                assert!(text.contains("nic"), "{name}: {text}");
+                assert!(
+                    nics.iter().all(|n| n.attached_to.starts_with("machine")),
+                    "{name}: {text}"
+                );
+                continue;
+            }
+        };
+        with_nics += 1;
+        let task = &plan.tasks[0];
+        assert!(!task.nics.is_empty(), "{name}");
+        for &i in &task.nics {
+            // Its NIC is near its CPUs: the NIC's locality lies in the task's socket.
+            assert!(
+                task.cpuset.includes(&plan.nics[i].locality),
+                "{name}: nic {i}"
+            );
+        }
+    }
+    assert!(with_nics >= 10, "only {with_nics} topologies with NICs");
+}
