@@ -1,4 +1,4 @@
-//! Chooses the binding unit: what one "slot" of a task's binding is (SEMANTICS §2).
+//! Chooses the binding unit: what a task's binding is made of (SEMANTICS §2).
 //!
 //! First rule that applies: explicit `options.bind`; implicit, the finest of core/pu named
 //! anywhere in `resources`; default, core. `gpu-local`/`gpu-remote` say where, not what,

@@ -301,6 +301,7 @@ fn closed_stdout_is_not_an_error() {
 
 #[test]
 fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
+    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
     for entry in std::fs::read_dir(crate::common::root().join("shapes")).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -318,6 +319,10 @@ fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
             path.display()
         );
         binder::shape::Shape::from_file(&path).expect("catalog shape parses");
+        // The README's catalog table carries the same line, so the two never drift.
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let row = format!("| [{name}](shapes/{name}) | {} |", &comment[2..]);
+        assert!(readme.contains(&row), "README catalog table lacks:\n{row}");
     }
 }
 
