@@ -87,13 +87,19 @@ pub struct Cli {
     )]
     pub input: Option<String>,
 
-    /// Dry-run output format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Text, help_heading = "Output options")]
-    pub format: FormatArg,
+    /// Dry-run output format (default: text).
+    #[arg(long, value_enum, help_heading = "Output options")]
+    pub format: Option<FormatArg>,
 
-    /// How the text form prints cpusets.
-    #[arg(long = "cpuset-output-format", visible_alias = "cof", value_enum, default_value_t = CofArg::Hwloc, value_name = "FORMAT", help_heading = "Output options")]
-    pub cpuset_output_format: CofArg,
+    /// How the dry-run text form prints cpusets (default: hwloc).
+    #[arg(
+        long = "cpuset-output-format",
+        visible_alias = "cof",
+        value_enum,
+        value_name = "FORMAT",
+        help_heading = "Output options"
+    )]
+    pub cpuset_output_format: Option<CofArg>,
 
     /// Print this task's binding on stderr before running it (also BINDER_REPORT=1).
     #[arg(long, help_heading = "Output options")]
@@ -103,6 +109,36 @@ pub struct Cli {
     /// bindings narrower than the allowed CPUs.
     #[arg(short, long, help_heading = "Output options")]
     pub verbose: bool,
+}
+
+/// clap's error as one line, without its usage block and tips: binder prints every
+/// refusal as one `binder:` line. clap's tip for a value such as `-1` (`use '-- -1'`) is
+/// wrong for binder, where `--` starts the command, so binder gives its own.
+pub fn one_line(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // "the following required arguments were not provided:" lists them on the next lines.
+    let first = match first.strip_suffix(':') {
+        Some(head) => {
+            let listed: Vec<&str> = lines
+                .take_while(|l| l.starts_with('<') || l.starts_with("--"))
+                .collect();
+            format!("{head}: {}", listed.join(" "))
+        }
+        None => first.to_owned(),
+    };
+    let negative = first.starts_with("unexpected argument '-")
+        && first
+            .chars()
+            .nth("unexpected argument '-".len())
+            .is_some_and(|c| c.is_ascii_digit());
+    if negative {
+        format!("{first}; numbers must be whole and not negative (`--local-size 2`)")
+    } else {
+        format!("{first}; see `binder --help`")
+    }
 }
 
 /// Subcommands.
@@ -153,6 +189,21 @@ mod tests {
     fn schema_subcommand_needs_no_shape() {
         let cli = Cli::try_parse_from(["binder", "schema"]).unwrap();
         assert!(matches!(cli.action, Some(Action::Schema)));
+    }
+
+    #[test]
+    fn errors_are_one_line_without_clap_tips() {
+        let e = Cli::try_parse_from(["binder", "-n", "--local-size", "-1", "s.yaml"]).unwrap_err();
+        let line = one_line(&e);
+        assert!(!line.contains('\n') && !line.contains("'-- -1'"), "{line}");
+        assert!(line.contains("not negative"), "{line}");
+        let e = Cli::try_parse_from(["binder", "-n", "--local-size", "x", "s.yaml"]).unwrap_err();
+        let line = one_line(&e);
+        assert!(
+            line.starts_with("invalid value 'x' for '--local-size <NUM>'"),
+            "{line}"
+        );
+        assert!(line.ends_with("see `binder --help`"), "{line}");
     }
 
     #[test]

@@ -52,8 +52,10 @@ impl Config {
         let source = match (&cli.topology, &cli.synthetic, &cli.input) {
             (Some(f), _, _) => Source::Xml(f.clone()),
             (_, Some(d), _) => Source::Synthetic(d.clone()),
-            // hwloc's -i takes either; an existing file wins, as in hwloc-calc.
-            (_, _, Some(i)) if Path::new(i).is_file() => Source::Xml(i.into()),
+            // hwloc's -i takes either; an existing file wins, as in hwloc-calc, and so does
+            // anything spelt like a path (a typo must say "no such file", not "invalid
+            // synthetic topology").
+            (_, _, Some(i)) if looks_like_path(i) => Source::Xml(i.into()),
             (_, _, Some(i)) => Source::Synthetic(i.clone()),
             _ => Source::Host,
         };
@@ -77,8 +79,35 @@ impl Config {
                 "--topology/--synthetic/--input describe another machine ({source}), but binding needs this host's; use them with --dry-run"
             )));
         }
+        let dry_run = action == Action::DryRun;
+        if !dry_run && (cli.format.is_some() || cli.cpuset_output_format.is_some()) {
+            return Err(Error::Usage(
+                "--format and --cpuset-output-format shape the --dry-run output; add --dry-run or drop them".into(),
+            ));
+        }
+        if cli.format == Some(FormatArg::Json) && cli.cpuset_output_format.is_some() {
+            return Err(Error::Usage(
+                "--cpuset-output-format is for the text form; JSON always has `cpus`, `cpulist` and `cpuset`".into(),
+            ));
+        }
+        let report = match report_env.map(|v| v.trim().to_ascii_lowercase()) {
+            None => false,
+            Some(v) if ["", "0", "no", "false", "off"].contains(&v.as_str()) => false,
+            Some(v) if ["1", "yes", "true", "on"].contains(&v.as_str()) => true,
+            Some(v) => {
+                return Err(Error::Usage(format!(
+                    "BINDER_REPORT={:?} is neither on (1, yes, true, on) nor off (0, no, false, off, empty)",
+                    crate::identity::clip(&v)
+                )))
+            }
+        };
         if cli.local_size == Some(0) {
             return Err(Error::Usage("--local-size must be at least 1".into()));
+        }
+        if cli.gpus_per_task.is_some_and(|g| g > MAX_GPUS_PER_TASK) {
+            return Err(Error::Usage(format!(
+                "--gpus-per-task above {MAX_GPUS_PER_TASK} is more GPUs than any node has"
+            )));
         }
         if cli.gpus_per_task == Some(0) {
             return Err(Error::Usage(
@@ -98,18 +127,28 @@ impl Config {
             local_size: cli.local_size,
             gpus_per_task: cli.gpus_per_task,
             format: match cli.format {
-                FormatArg::Text => Format::Text,
-                FormatArg::Json => Format::Json,
+                None | Some(FormatArg::Text) => Format::Text,
+                Some(FormatArg::Json) => Format::Json,
             },
             cpuset_format: match cli.cpuset_output_format {
-                CofArg::Hwloc => CpusetFormat::Hwloc,
-                CofArg::List => CpusetFormat::List,
-                CofArg::Taskset => CpusetFormat::Taskset,
+                None | Some(CofArg::Hwloc) => CpusetFormat::Hwloc,
+                Some(CofArg::List) => CpusetFormat::List,
+                Some(CofArg::Taskset) => CpusetFormat::Taskset,
             },
-            report: cli.report || report_env.is_some_and(|v| !v.is_empty() && v != "0"),
+            report: cli.report || report,
             verbose: cli.verbose,
         })
     }
+}
+
+/// The most GPUs a task may ask for on the command line: more than any node has, small
+/// enough that `tasks × GPUs` never overflows.
+pub const MAX_GPUS_PER_TASK: usize = 4096;
+
+/// Whether hwloc's `-i` value names a file rather than a synthetic description: it exists,
+/// or it has a `/` or an `.xml` ending (synthetic descriptions have neither).
+fn looks_like_path(value: &str) -> bool {
+    Path::new(value).exists() || value.contains('/') || value.to_ascii_lowercase().ends_with(".xml")
 }
 
 #[cfg(test)]
@@ -145,6 +184,13 @@ mod tests {
         assert!(e.contains("at least 1"), "{e}");
         let e = config(&["binder", "--dry-run", "--gpus-per-task", "0", "s.yaml"]).unwrap_err();
         assert!(e.contains("--gpus-per-task"), "{e}");
+        let e = config(&["binder", "--format", "json", "s.yaml", "--", "app"]).unwrap_err();
+        assert!(e.contains("add --dry-run or drop them"), "{e}");
+        let e = config(&[
+            "binder", "-n", "--format", "json", "--cof", "list", "s.yaml",
+        ])
+        .unwrap_err();
+        assert!(e.contains("is for the text form"), "{e}");
     }
 
     #[test]
@@ -154,14 +200,23 @@ mod tests {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
         let c = config(&["binder", "-n", "-i", manifest, "s.yaml"]).unwrap();
         assert_eq!(c.source, Source::Xml(manifest.into()));
+        let c = config(&["binder", "-n", "-i", "nodes/typo.xml", "s.yaml"]).unwrap();
+        assert_eq!(c.source, Source::Xml("nodes/typo.xml".into()));
     }
 
     #[test]
     fn report_from_flag_or_environment() {
         let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "app"]).unwrap();
         assert!(Config::from_cli(cli, Some("1")).unwrap().report);
+        for off in ["0", "no", "false", "OFF", ""] {
+            let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "app"]).unwrap();
+            assert!(!Config::from_cli(cli, Some(off)).unwrap().report, "{off}");
+        }
         let cli = Cli::try_parse_from(["binder", "s.yaml", "--", "app"]).unwrap();
-        assert!(!Config::from_cli(cli, Some("0")).unwrap().report);
+        let e = Config::from_cli(cli, Some("maybe"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("BINDER_REPORT=\"maybe\" is neither on"), "{e}");
         assert!(
             config(&["binder", "--report", "s.yaml", "--", "app"])
                 .unwrap()

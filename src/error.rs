@@ -3,6 +3,7 @@
 
 use crate::distribute::DistributeError;
 use crate::exit_code;
+use crate::identity::IdentityError;
 use crate::launch::LaunchError;
 use crate::select::SelectError;
 use crate::shape::ShapeError;
@@ -14,6 +15,9 @@ pub enum Error {
     /// A bad command line that clap could not catch.
     #[error("{0}")]
     Usage(String),
+    /// Which task this is: the launcher's variables or the flags.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
     /// The shape file.
     #[error(transparent)]
     Shape(#[from] ShapeError),
@@ -38,7 +42,9 @@ impl Error {
     /// The exit status for this error (see [`crate::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Launch(LaunchError::NotFound { .. }) => exit_code::NOT_FOUND,
+            Error::Launch(LaunchError::NotFound { .. } | LaunchError::NoInterpreter { .. }) => {
+                exit_code::NOT_FOUND
+            }
             Error::Launch(LaunchError::NotExecutable { .. }) => exit_code::NOT_EXECUTABLE,
             _ => exit_code::REFUSED,
         }

@@ -19,6 +19,7 @@ pub mod exit_code;
 
 pub mod distribute;
 pub mod gpu;
+pub mod identity;
 pub mod launch;
 pub mod nic;
 pub mod report;
@@ -94,7 +95,7 @@ pub fn plan(
 /// `err`. A launch that succeeds never returns (the process became the task).
 pub fn run(
     config: &Config,
-    env: &dyn launch::Env,
+    env: &dyn identity::Env,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), Error> {
@@ -103,8 +104,7 @@ pub fn run(
             .write_all(shape::schema_json().as_bytes())
             .map_err(Error::Output);
     }
-    let identity = launch::identify(config.local_rank, config.local_size, env)
-        .map_err(launch::LaunchError::from)?;
+    let identity = identity::identify(config.local_rank, config.local_size, env)?;
     let origin = config.shape.display().to_string();
     let shape = Shape::from_file(&config.shape)?;
     let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
@@ -127,6 +127,9 @@ pub fn run(
             Err(launch::run(&topology, &plan, &identity, &options, err).into())
         }
         _ => {
+            if config.verbose {
+                report::emit(err, &identity.describe());
+            }
             let ranks = identity.rank_known.then_some([identity.rank]);
             let header = format!("binder --dry-run {origin} on {}", config.source);
             report::render(

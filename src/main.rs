@@ -1,20 +1,21 @@
 //! The `binder` executable: parse arguments, run, map errors to exit codes.
 use clap::Parser;
 
-use binder::{cli::Cli, config::Config, exit_code, launch::ProcessEnv};
+use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report};
 
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap's usage errors would exit 2, which a task could mean; binder's is 125.
-            let code = if e.use_stderr() {
-                exit_code::REFUSED
-            } else {
-                exit_code::SUCCESS
-            };
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap's own output, exit 0.
             let _ = e.print();
-            std::process::exit(code);
+            std::process::exit(exit_code::SUCCESS);
+        }
+        Err(e) => {
+            // clap's usage errors would exit 2, which a task could mean; binder's is 125,
+            // on one line like every other refusal.
+            report::emit(&mut std::io::stderr(), &binder::cli::one_line(&e));
+            std::process::exit(exit_code::REFUSED);
         }
     };
     let report_env = std::env::var("BINDER_REPORT").ok();
@@ -30,7 +31,7 @@ fn main() {
         if err.is_broken_pipe() {
             std::process::exit(exit_code::SUCCESS);
         }
-        eprintln!("binder: {err}");
+        report::emit(&mut std::io::stderr(), &err.to_string());
         std::process::exit(err.exit_code());
     }
 }

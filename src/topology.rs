@@ -149,7 +149,12 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
                 source_desc: source.to_string(),
                 reason,
             };
-            if !path.is_file() {
+            if path.is_dir() {
+                return Err(xml_error(
+                    "it is a directory; give the XML file inside it".into(),
+                ));
+            }
+            if !path.exists() {
                 return Err(xml_error("no such file".into()));
             }
             builder

@@ -5,7 +5,19 @@ use crate::distribute::Plan;
 use crate::gpu::Vendor;
 use crate::report::{cpu_list, cpus_of, hwloc_mask};
 
-use super::identity::Identity;
+use crate::identity::Identity;
+
+/// The `BINDER_*` variables binder may set; those it does not set for a task are removed
+/// from the task's environment, so nothing stale from an outer binder gets through.
+pub const OWN: [&str; 7] = [
+    "BINDER_LOCAL_RANK",
+    "BINDER_LOCAL_SIZE",
+    "BINDER_UNIT",
+    "BINDER_CPUS",
+    "BINDER_CPUSET",
+    "BINDER_GPUS",
+    "BINDER_NICS",
+];
 
 /// The variables to set for local rank `identity.rank`, in a stable order. `get` reads the
 /// inherited environment, so that a user's own `OMP_NUM_THREADS` is kept.

@@ -7,7 +7,6 @@
 
 pub mod bind;
 pub mod env;
-pub mod identity;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -18,14 +17,11 @@ use crate::report;
 use crate::topology::Topology;
 use crate::unit::Unit;
 
-pub use identity::{identify, Env, Identity, IdentityError, Launcher, ProcessEnv};
+use crate::identity::Identity;
 
 /// Why the task could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    /// The launcher's variables are malformed or inconsistent.
-    #[error(transparent)]
-    Identity(#[from] IdentityError),
     /// hwloc refused the CPU binding.
     #[error("cannot bind to cpus {cpus}: {reason}; check `taskset -p $$` and the job's cgroup (`cat /sys/fs/cgroup/cpuset.cpus.effective`)")]
     Bind {
@@ -56,14 +52,19 @@ pub enum LaunchError {
         /// The program as given.
         program: String,
     },
+    /// The command is a script whose `#!` interpreter does not exist.
+    #[error("command `{program}` exists but its interpreter (the `#!` line) was not found; check that line")]
+    NoInterpreter {
+        /// The program as given.
+        program: String,
+    },
     /// The command exists but cannot be executed.
-    #[error("cannot execute `{program}`: {source}")]
+    #[error("cannot execute `{program}`: {reason}")]
     NotExecutable {
         /// The program as given.
         program: String,
-        /// Why `execvp` failed.
-        #[source]
-        source: std::io::Error,
+        /// Why `execvp` failed, and what to do.
+        reason: String,
     },
 }
 
@@ -110,28 +111,25 @@ fn prepare(
         .then(|| bind::current(topology))
         .flatten();
     if options.verbose {
-        let from = match identity.launcher {
-            Some(l) => format!("{l} ({})", identity.vars.join(" ")),
-            None if identity.rank_known => "--local-rank/--local-size".to_owned(),
-            None => "no launcher and no --local-rank, so rank 0".to_owned(),
-        };
-        let _ = writeln!(
-            stderr,
-            "binder: local rank {}/{} from {from}",
-            identity.rank, identity.size
-        );
+        report::emit(stderr, &identity.describe());
         let allowed = topology.hw().allowed_cpuset();
         if let Some(inherited) = inherited.as_ref().filter(|i| **i != *allowed) {
             let hint = identity.launcher.map_or_else(
                 || "the launcher's binding option".to_owned(),
                 |l| format!("`{}`", l.unbind_hint()),
             );
-            let _ = writeln!(
+            let what = if unbound {
+                "`bind: none` keeps that binding".to_owned()
+            } else {
+                format!("binder plans over the allowed set and rebinds; turn the launcher's binding off with {hint}")
+            };
+            report::emit(
                 stderr,
-                "binder: warning: started bound to cpus {} of the allowed {}; binder plans over \
-                 the allowed set and rebinds, but turn the launcher's binding off with {hint}",
-                report::cpu_list(&report::cpus_of(inherited)),
-                report::cpu_list(&report::cpus_of(&allowed)),
+                &format!(
+                    "warning: started bound to cpus {} of the allowed {}; {what}",
+                    report::cpu_list(&report::cpus_of(inherited)),
+                    report::cpu_list(&report::cpus_of(&allowed)),
+                ),
             );
         }
     }
@@ -153,11 +151,7 @@ fn prepare(
         let launcher = identity
             .launcher
             .map_or_else(|| "none".to_owned(), |l| l.to_string());
-        let _ = writeln!(
-            stderr,
-            "{}",
-            report::task_line(plan, identity.rank, &launcher)
-        );
+        report::emit(stderr, &report::task_line(plan, identity.rank, &launcher));
     }
     let get = |name: &str| std::env::var(name).ok();
     Ok(env::task_env(plan, identity, options.openmp, &get))
@@ -167,16 +161,35 @@ fn prepare(
 /// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
 /// the application starts with default dispositions.
 fn exec(command: &[OsString], env: &[(String, String)]) -> LaunchError {
-    let program = command[0].to_string_lossy().into_owned();
-    let error = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .exec();
+    let program = crate::identity::clip_to(&command[0].to_string_lossy(), 160);
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    // What binder did not set this time must not reach the task from an outer binder
+    // (a `bind: none` task would otherwise read a stale BINDER_CPUS).
+    for stale in env::OWN {
+        if !env.iter().any(|(k, _)| k == stale) {
+            cmd.env_remove(stale);
+        }
+    }
+    let error = cmd.exec();
     match error.kind() {
+        // ENOENT for a file that exists: its `#!` interpreter is missing.
+        std::io::ErrorKind::NotFound if std::path::Path::new(&command[0]).is_file() => {
+            LaunchError::NoInterpreter { program }
+        }
         std::io::ErrorKind::NotFound => LaunchError::NotFound { program },
+        _ if std::path::Path::new(&command[0]).is_dir() => LaunchError::NotExecutable {
+            program,
+            reason: "it is a directory".into(),
+        },
+        std::io::ErrorKind::PermissionDenied => LaunchError::NotExecutable {
+            program,
+            reason: "permission denied; make it executable (`chmod +x`) or run it through its interpreter".into(),
+        },
         _ => LaunchError::NotExecutable {
             program,
-            source: error,
+            reason: error.to_string(),
         },
     }
 }

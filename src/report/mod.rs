@@ -55,6 +55,34 @@ pub fn render(
     }
 }
 
+/// The longest message line binder writes; a longer one is cut (with `…`). Values from
+/// input are clipped where they are quoted, so this only guards against the unforeseen.
+pub const MAX_LINE: usize = 1000;
+
+/// Writes one `binder: TEXT` line to `err` with a single `write`, so lines of 256 ranks
+/// sharing one stderr never interleave mid-line. Newlines inside `text` become `; `.
+/// A failing stderr (`2>/dev/full`) is ignored: there is nowhere left to say it.
+pub fn emit(err: &mut impl Write, text: &str) {
+    let _ = err.write_all(diag_line(text).as_bytes());
+}
+
+/// The line [`emit`] writes: `binder: ` + one line of `text` + `\n`.
+pub fn diag_line(text: &str) -> String {
+    let text = text.strip_prefix("binder: ").unwrap_or(text);
+    let mut one: String = text
+        .trim_end()
+        .split('\n')
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if let Some((at, _)) = one.char_indices().nth(MAX_LINE) {
+        one.truncate(at);
+        one.push('…');
+    }
+    format!("binder: {one}\n")
+}
+
 /// The OS numbers of a cpuset, ascending.
 pub fn cpus_of(set: &CpuSet) -> Vec<usize> {
     set.iter_set().map(usize::from).collect()
@@ -154,6 +182,28 @@ mod tests {
             "0x1000000000000000000000000000000000000000000000001"
         );
         assert_eq!(taskset_mask(&[4]), "0x10");
+    }
+
+    #[test]
+    fn diagnostics_are_one_line() {
+        assert_eq!(diag_line("a\nb\n"), "binder: a; b\n");
+        assert_eq!(diag_line("binder: x"), "binder: x\n");
+        let long = "y".repeat(5000);
+        assert_eq!(
+            diag_line(&long).chars().count(),
+            "binder: ".len() + MAX_LINE + 2
+        );
+        // A full stderr is not an error (no panic, nothing returned).
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::other("full"))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        emit(&mut Full, "x");
     }
 
     #[test]

@@ -419,7 +419,7 @@ impl<'de> Deserialize<'de> for Count {
             }
             fn visit_f64<E: de::Error>(self, n: f64) -> Result<Count, E> {
                 Err(E::custom(format!(
-                    "`count: {n}` is not a whole number; use a count of 1 or more, or `all`"
+                    "`count: {n:?}` is not a whole number; use a count of 1 or more, or `all`"
                 )))
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Count, E> {
@@ -427,7 +427,8 @@ impl<'de> Deserialize<'de> for Count {
                     Ok(Count::All)
                 } else {
                     Err(E::custom(format!(
-                        "`count: {s}` is not a count{}; use a count of 1 or more, or `all`",
+                        "`count: {}` is not a count{}; use a count of 1 or more, or `all`",
+                        validate::clip(s, 40),
                         validate::did_you_mean(s, &["all"])
                     )))
                 }
@@ -487,20 +488,23 @@ impl JsonSchema for Version {
     }
 }
 
+/// The largest shape file binder reads (64 KiB): the catalog's are under 1 KiB, and a cap
+/// keeps `/dev/zero` or a runaway generator from costing time and memory.
+pub const MAX_SHAPE_BYTES: usize = 64 * 1024;
+
 /// A shape file that cannot be read or does not follow the format.
 #[derive(Debug, thiserror::Error)]
 pub enum ShapeError {
     /// The file could not be read.
-    #[error("cannot read shape file `{path}`: {source}")]
+    #[error("cannot read shape file `{path}`: {reason}")]
     Read {
         /// The path as given.
         path: String,
-        /// Why reading failed.
-        #[source]
-        source: std::io::Error,
+        /// Why reading failed, and what to do.
+        reason: String,
     },
     /// The text is not a valid shape.
-    #[error("{origin}:{}{message}", location.map_or_else(String::new, |(l, c)| format!("{l}:{c}: ")))]
+    #[error("{origin}:{} {message}", location.map_or_else(String::new, |(l, c)| format!("{l}:{c}:")))]
     Invalid {
         /// The file name (or `<string>`).
         origin: String,
@@ -512,13 +516,41 @@ pub enum ShapeError {
 }
 
 impl Shape {
-    /// Reads and parses a shape file.
+    /// Reads and parses a shape file. Only a regular file (or a pipe such as `<(...)`) of
+    /// at most [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
     pub fn from_file(path: &Path) -> Result<Shape, ShapeError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ShapeError::Read {
-            path: path.display().to_string(),
-            source,
+        use std::io::Read as _;
+        let shown = path.display().to_string();
+        let read_error = |reason: String| ShapeError::Read {
+            path: shown.clone(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| read_error(io_reason(&e)))?;
+        if meta.is_dir() {
+            return Err(read_error(
+                "it is a directory; give the YAML file inside it".into(),
+            ));
+        }
+        let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_SHAPE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| read_error(io_reason(&e)))?;
+        if bytes.len() > MAX_SHAPE_BYTES {
+            return Err(read_error(format!(
+                "it is larger than {} KiB; a shape is a few lines of YAML",
+                MAX_SHAPE_BYTES / 1024
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+            ShapeError::Invalid {
+                origin: shown.clone(),
+                location: Some((line, col)),
+                message: "not UTF-8 text; save the shape as UTF-8".into(),
+            }
         })?;
-        Shape::from_yaml(&text, &path.display().to_string())
+        Shape::from_yaml(&text, &shown)
     }
 
     /// Parses shape text; `origin` names it in error messages.
@@ -588,9 +620,27 @@ impl Shape {
     }
 
     fn parse(text: &str, origin: &str) -> Result<Shape, ShapeError> {
+        if text.len() > MAX_SHAPE_BYTES {
+            return Err(ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location: None,
+                message: format!(
+                    "larger than {} KiB; a shape is a few lines of YAML",
+                    MAX_SHAPE_BYTES / 1024
+                ),
+            });
+        }
+        validate::prescan(text).map_err(|(location, message)| ShapeError::Invalid {
+            origin: origin.to_owned(),
+            location: Some(location),
+            message,
+        })?;
         let _scope = validate::ParseScope::begin();
         serde_yaml::from_str::<Shape>(text).map_err(|err| {
-            let location = err.location().map(|l| (l.line(), l.column()));
+            let mut location = err.location().map(|l| (l.line(), l.column()));
+            if err.to_string().contains("quoted scalar") {
+                location = validate::unclosed_quote(text).or(location);
+            }
             let full = err.to_string();
             let message = if full.contains("EOF while parsing") {
                 "the shape is empty; it needs at least a `resources` list".to_owned()
@@ -655,6 +705,22 @@ impl Shape {
     pub fn has_slots(&self) -> bool {
         self.items().iter().any(|r| r.kind == ObjType::Slot)
     }
+}
+
+/// An I/O error as a short reason with what to check.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file; check the path".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied; check the file's mode".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// 1-based line and column just after `bytes`.
+fn line_col(bytes: &[u8]) -> (usize, usize) {
+    let line = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = bytes.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+    (line, col)
 }
 
 fn first_in_tree<T>(items: &[Resource], get: &dyn Fn(&Resource) -> Option<T>) -> Option<T> {

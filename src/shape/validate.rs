@@ -33,8 +33,15 @@ pub(crate) fn keyword<K: Keyword>(text: &str) -> Result<K, String> {
         return Ok(*value);
     }
     let names: Vec<&str> = K::SPELLINGS.iter().map(|(name, _)| *name).collect();
-    // The suggestion may be any spelling; the list names each value once, canonically,
-    // so the message stays short (aliases are in the schema and the README).
+    // A near name is the fix; without one, list each value once, canonically, so the
+    // message stays short (aliases are in the schema and the README).
+    if let Some(near) = suggestion(&lower, &names) {
+        return Err(format!(
+            "unknown {} `{}`; did you mean `{near}`?",
+            K::WHAT,
+            clip(text, 40)
+        ));
+    }
     let mut canonical: Vec<&str> = Vec::new();
     for (_, value) in K::SPELLINGS {
         let name = value.canonical();
@@ -43,10 +50,9 @@ pub(crate) fn keyword<K: Keyword>(text: &str) -> Result<K, String> {
         }
     }
     Err(format!(
-        "unknown {} `{}`{}; expected one of {}",
+        "unknown {} `{}`; expected one of {}",
         K::WHAT,
         clip(text, 40),
-        did_you_mean(&lower, &names),
         backticked(&canonical)
     ))
 }
@@ -118,12 +124,107 @@ fn backticked(names: &[&str]) -> String {
         .join(", ")
 }
 
+/// How deep a shape may nest (flow brackets, block indentation or `- - -` on one line).
+/// The catalog's deepest shape nests 6 levels; the YAML parser would otherwise spend tens
+/// of seconds on 100,000 levels before its own recursion limit refuses them.
+pub(crate) const MAX_DEPTH: usize = 32;
+
+/// Checks the raw text for what the YAML parser reports badly or slowly: control
+/// characters (located exactly), tabs in indentation (YAML forbids them), and nesting
+/// deeper than [`MAX_DEPTH`]. Returns the 1-based line and column with the message.
+pub(crate) fn prescan(text: &str) -> Result<(), ((usize, usize), String)> {
+    for (l, line) in text.split('\n').enumerate() {
+        let at = |col: usize| (l + 1, col + 1);
+        if let Some((col, c)) = line
+            .chars()
+            .enumerate()
+            .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\r'))
+        {
+            return Err((
+                at(col),
+                format!(
+                    "control character U+{:04X}; a shape is plain text",
+                    u32::from(c)
+                ),
+            ));
+        }
+        let indent: String = line
+            .chars()
+            .take_while(|c| *c == ' ' || *c == '\t')
+            .collect();
+        if let Some(col) = indent.find('\t') {
+            return Err((
+                at(col),
+                "a tab in the indentation; YAML indents with spaces only".into(),
+            ));
+        }
+        let dashes = line
+            .trim_start()
+            .split("- ")
+            .take_while(|p| p.is_empty())
+            .count();
+        if indent.len() / 2 + dashes > 4 * MAX_DEPTH {
+            return Err((
+                at(indent.len()),
+                format!("nested deeper than {MAX_DEPTH} levels; a shape needs a handful"),
+            ));
+        }
+    }
+    let (mut depth, mut quote, mut comment) = (0usize, None, false);
+    let (mut line, mut col) = (1, 0);
+    let mut prev = ' ';
+    for c in text.chars() {
+        col += 1;
+        if c == '\n' {
+            // Quoted scalars may span lines, so `quote` carries over; comments end here.
+            (line, col, comment) = (line + 1, 0, false);
+            prev = c;
+            continue;
+        }
+        match (quote, c) {
+            _ if comment => {}
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err((
+                        (line, col),
+                        format!("nested deeper than {MAX_DEPTH} levels; a shape needs a handful"),
+                    ));
+                }
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    Ok(())
+}
+
 /// Rewrites serde's and the YAML parser's messages into ones that say what to change:
 /// a misspelt key (`patern`) gets a suggestion as a misspelt type does, and a position
 /// the parser repeats inside its text is dropped (the caller prints it in front).
 pub(crate) fn explain_serde_message(message: &str) -> String {
-    let message = strip_positions(message);
+    let message = strip_positions(message)
+        .replace("invalid type: unit value", "invalid type: null")
+        .replace("invalid type: map,", "invalid type: mapping,");
+    let message = match between(&message, "invalid type: integer `", "` as u128") {
+        Some(n) => format!("`{n}` is too large; no node has that many objects, use `all`"),
+        None => message,
+    };
+    let rewritten = rewrite_known(&message);
+    let message = rewritten.unwrap_or(message);
+    if message.chars().count() > 300 {
+        return clip(&message, 300);
+    }
     if let Some(field) = between(&message, "missing field `", "`") {
+        if field == "type" {
+            return "an item without `type`; every item names one, for example `- type: core`"
+                .into();
+        }
         return format!("`{field}` is missing; a shape needs at least `resources:` with one item, for example `- type: core`");
     }
     if message.contains("did not find expected")
@@ -145,10 +246,94 @@ pub(crate) fn explain_serde_message(message: &str) -> String {
         .filter(|(i, _)| i % 2 == 1)
         .map(|(_, s)| s)
         .collect();
+    let field_shown = clip(field, 40);
+    // `- core: 2` is the README's shorthand in prose, not the format: say how to write it.
+    let is_type = <crate::shape::ObjType as Keyword>::SPELLINGS
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case(field));
+    if is_type && names.contains(&"type") {
+        return format!(
+            "{prefix}unknown key `{field_shown}`: an item is written `- type: {}` with `count: N`, not `- {}: N`",
+            field.to_ascii_lowercase(),
+            field.to_ascii_lowercase()
+        );
+    }
     format!(
-        "{prefix}unknown key `{field}`{}; expected {expected}",
+        "{prefix}unknown key `{field_shown}`{}; expected {expected}",
         did_you_mean(field, &names)
     )
+}
+
+/// Where a quote that is never closed opens, 1-based: a `"` or `'` that starts a scalar
+/// (after a space, `:`, `[`, `{`, `,` or `-`) with no partner after it. The YAML parser
+/// only notices at the end of the file.
+pub(crate) fn unclosed_quote(text: &str) -> Option<(usize, usize)> {
+    let (mut line, mut col) = (1, 0);
+    let mut open: Option<(char, (usize, usize))> = None;
+    let mut prev = '\n';
+    let mut comment = false;
+    for c in text.chars() {
+        col += 1;
+        match open {
+            Some((q, _)) if c == q => open = None,
+            Some(_) => {}
+            None if comment => {}
+            None if c == '#' && prev.is_whitespace() => comment = true,
+            None if matches!(c, '"' | '\'') && (prev.is_whitespace() || ":[{,-".contains(prev)) => {
+                open = Some((c, (line, col)));
+            }
+            None => {}
+        }
+        if c == '\n' {
+            (line, col, comment) = (line + 1, 0, false);
+        }
+        prev = c;
+    }
+    open.map(|(_, at)| at)
+}
+
+/// Messages of serde and the YAML scanner that name Rust types or say nothing a user can
+/// act on, rewritten to say what to change.
+fn rewrite_known(message: &str) -> Option<String> {
+    let (prefix, rest) = match message.find(": invalid type") {
+        Some(at) => (&message[..at + 2], &message[at + 2..]),
+        None => ("", message),
+    };
+    let fix = |what: &str| Some(format!("{prefix}{what}"));
+    let table: [(&str, &str); 15] = [
+        ("unknown anchor", "an alias (`*name`) refers to an anchor (`&name`) that is not defined before it"),
+        ("expected field identifier", "keys are plain words such as `resources` or `type`"),
+        ("incompatible YAML document", "only YAML 1.x is read; drop the `%YAML` line"),
+        ("expected struct Shape", "the shape must be a mapping with `resources:` (and optional `version:` and `options:`)"),
+        ("expected struct Options", "`options` must be a mapping of keys such as `bind: core`"),
+        ("expected struct Resource", "each `resources` item must be a mapping such as `- type: core` with optional `count:` and `with:`"),
+        ("expected a nonzero u32", "`gpus-per-task` must be a whole number from 1 (leave it out for no GPUs)"),
+        ("expected i64", "`version` must be 1 (or leave it out)"),
+        ("expected a sequence", "`resources` and `with` must be lists of items, each starting with `- `"),
+        ("expected a boolean", "`reverse` and `openmp` take `true` or `false`"),
+        ("expected a string", "this value must be a word such as `core` or `packed`"),
+        ("more than one document", "the file holds more than one YAML document (`---`); a shape is one document"),
+        ("duplicate field", "a key appears twice in one mapping; keep one (YAML keys are unique)"),
+        ("repetition limit exceeded", "too many aliases (`*name`) are expanded; write the shape out without anchors"),
+        ("recursion limit exceeded", "nested deeper than the YAML parser allows (128 levels); a shape needs a handful"),
+    ];
+    for (needle, text) in table {
+        if rest.contains(needle) || (prefix.is_empty() && message.contains(needle)) {
+            return fix(text);
+        }
+    }
+    if message.contains("found character that cannot start any token") {
+        return Some(format!("{message}; YAML has no tabs and reserves `@` and backquote at the start of a value: quote the value or use spaces"));
+    }
+    if message.contains("while scanning a quoted scalar") {
+        return Some("a quote is never closed; close it on the line where it opens".into());
+    }
+    if message.contains("invalid leading UTF-8 octet")
+        || message.contains("invalid trailing UTF-8 octet")
+    {
+        return Some("not UTF-8 text; save the shape as UTF-8".into());
+    }
+    None
 }
 
 /// The text between the first `open` and the next `close`.
@@ -187,7 +372,9 @@ pub(crate) fn count_from_integer(n: i128) -> Result<u32, String> {
         Err(_) if n < 0 => Err(format!(
             "`count: {n}` is negative; use a count of 1 or more, or `all`"
         )),
-        Err(_) => Err(format!("`count: {n}` is too large")),
+        Err(_) => Err(format!(
+            "`count: {n}` is too large; no node has that many objects, use `all`"
+        )),
     }
 }
 

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bad;
 mod cli;
 mod gpus;
 mod launch;

@@ -1,12 +1,27 @@
 //! Which local task am I (SEMANTICS §6): `--local-rank/--local-size`, else the innermost
-//! launcher's environment, else rank 0 of 1.
+//! launcher's environment, else rank 0 of 1. Used by `--dry-run` and launch alike.
+//!
+//! Every number read here is checked against [`MAX_LOCAL_SIZE`] before anything is sized
+//! from it, and Slurm's and Flux's compressed lists are read arithmetically, never
+//! expanded: a forged `1(x4000000000)` costs nothing.
 //!
 //! Launchers nest (`srun` → `mpirun`, `flux start` inside Slurm), and an inner launcher's
 //! tasks inherit the outer one's variables, so the MPI launchers are asked first, then
 //! Flux, then Slurm. A variable that is present but malformed is an error, never a silent
 //! default: a wrong rank would put two tasks on the same cores without anyone noticing.
 
+mod flux;
+mod slurm;
+
 use std::fmt;
+
+pub use flux::tasks_on_node_of as flux_tasks_on_node_of;
+pub use slurm::tasks_on_node as slurm_tasks_on_node;
+
+/// The most tasks binder accepts on one node (65,536): more than any node has PUs, so
+/// even an oversubscribed `bind: none` job fits, while a corrupt or hostile number is
+/// refused before anything is allocated from it.
+pub const MAX_LOCAL_SIZE: usize = 1 << 16;
 
 /// The launchers binder reads task identity from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +117,18 @@ pub struct Identity {
     pub vars: Vec<String>,
 }
 
+impl Identity {
+    /// The `--verbose` line: which task this is and where that came from.
+    pub fn describe(&self) -> String {
+        let from = match self.launcher {
+            Some(l) => format!("{l} ({})", self.vars.join(" ")),
+            None if self.rank_known => "--local-rank/--local-size".to_owned(),
+            None => "no launcher and no --local-rank, so rank 0".to_owned(),
+        };
+        format!("local rank {}/{} from {from}", self.rank, self.size)
+    }
+}
+
 /// A launcher variable that binder cannot trust.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.render())]
@@ -115,10 +142,7 @@ pub struct IdentityError {
 impl IdentityError {
     fn render(&self) -> String {
         match self.launcher {
-            None => format!(
-                "task identity: {}; give a --local-rank below --local-size",
-                self.message
-            ),
+            None => format!("task identity: {}", self.message),
             Some(launcher) => format!(
                 "{launcher} task identity: {}; pass --local-rank and --local-size to override",
                 self.message
@@ -163,6 +187,18 @@ pub fn identify(
     let launcher = found.map(|(l, _, _)| l);
     let rank = flag_rank.or(found.map(|(_, r, _)| r));
     let size = flag_size.or(found.map(|(_, _, s)| s)).unwrap_or(1);
+    if size > MAX_LOCAL_SIZE {
+        return Err(IdentityError {
+            launcher: if flag_size.is_some() { None } else { launcher },
+            message: format!("local size {size} is more than binder plans for one node ({MAX_LOCAL_SIZE}); run fewer tasks per node"),
+        });
+    }
+    if size == 0 {
+        return Err(IdentityError {
+            launcher,
+            message: "local size 0: a node runs at least one task".into(),
+        });
+    }
     let identity = Identity {
         rank: rank.unwrap_or(0),
         size,
@@ -171,10 +207,15 @@ pub fn identify(
         vars,
     };
     if identity.rank >= identity.size {
+        let fix = if launcher.is_none() || flag_rank.is_some() {
+            "; give a --local-rank below --local-size"
+        } else {
+            ""
+        };
         return Err(IdentityError {
-            launcher,
+            launcher: if flag_rank.is_some() { None } else { launcher },
             message: format!(
-                "local rank {} is not below local size {}",
+                "local rank {} is not below local size {}{fix}",
                 identity.rank, identity.size
             ),
         });
@@ -194,11 +235,25 @@ fn read(
     let Some(value) = env.var(name) else {
         return Ok(None);
     };
-    vars.push(format!("{name}={value}"));
+    let shown = clip(&value);
+    vars.push(format!("{name}={shown}"));
     value.trim().parse().map(Some).map_err(|_| IdentityError {
         launcher: Some(launcher),
-        message: format!("{name}={value:?} is not a whole number"),
+        message: format!("{name}={shown:?} is not a whole number"),
     })
+}
+
+/// A launcher value cut to 40 characters, so a forged one cannot flood the message.
+pub(crate) fn clip(value: &str) -> String {
+    clip_to(value, 40)
+}
+
+/// `value` cut to `max` characters, with `…` where it was cut.
+pub(crate) fn clip_to(value: &str, max: usize) -> String {
+    match value.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &value[..at]),
+        None => value.to_owned(),
+    }
 }
 
 fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, IdentityError> {
@@ -212,120 +267,14 @@ fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, Identit
         }
     }
     if let Some(rank) = read(env, vars, Launcher::Flux, "FLUX_TASK_LOCAL_ID")? {
-        let size = flux_local_size(env, vars)?;
+        let size = flux::local_size(env, vars)?;
         return Ok(Some((Launcher::Flux, rank, size)));
     }
     if let Some(rank) = read(env, vars, Launcher::Slurm, "SLURM_LOCALID")? {
-        let size = slurm_local_size(env, vars)?;
+        let size = slurm::local_size(env, vars)?;
         return Ok(Some((Launcher::Slurm, rank, size)));
     }
     Ok(None)
-}
-
-/// Slurm's local size: entry SLURM_NODEID of the step's compressed tasks-per-node list
-/// (the job's list stands in for a batch step, which has no step list).
-fn slurm_local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize, IdentityError> {
-    let slurm_error = |message: String| IdentityError {
-        launcher: Some(Launcher::Slurm),
-        message,
-    };
-    let node = read(env, vars, Launcher::Slurm, "SLURM_NODEID")?.unwrap_or(0);
-    let (name, value) = ["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"]
-        .into_iter()
-        .find_map(|name| env.var(name).map(|v| (name, v)))
-        .ok_or_else(|| {
-            slurm_error("SLURM_LOCALID is set but SLURM_STEP_TASKS_PER_NODE is not".into())
-        })?;
-    vars.push(format!("{name}={value}"));
-    let per_node = slurm_tasks_per_node(&value)
-        .map_err(|why| slurm_error(format!("{name}={value:?}: {why}")))?;
-    per_node.get(node).copied().ok_or_else(|| {
-        slurm_error(format!(
-            "SLURM_NODEID={node} but {name}={value:?} lists {} node(s)",
-            per_node.len()
-        ))
-    })
-}
-
-/// Flux exports no local size. A one-node job's local size is its size; otherwise the job's
-/// RFC 34 task map (`flux job taskmap`) says how many tasks share this task's node.
-fn flux_local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize, IdentityError> {
-    let flux_error = |message: String| IdentityError {
-        launcher: Some(Launcher::Flux),
-        message,
-    };
-    let nnodes = read(env, vars, Launcher::Flux, "FLUX_JOB_NNODES")?;
-    let size = read(env, vars, Launcher::Flux, "FLUX_JOB_SIZE")?;
-    if let (Some(1), Some(size)) = (nnodes, size) {
-        return Ok(size);
-    }
-    let task = read(env, vars, Launcher::Flux, "FLUX_TASK_RANK")?
-        .ok_or_else(|| flux_error("FLUX_TASK_LOCAL_ID is set but FLUX_TASK_RANK is not".into()))?;
-    let jobid = env
-        .var("FLUX_JOB_ID")
-        .ok_or_else(|| flux_error("a multi-node job without FLUX_JOB_ID".into()))?;
-    let map = env.flux_taskmap(&jobid).map_err(flux_error)?;
-    flux_tasks_on_node_of(&map, task).map_err(|why| flux_error(format!("task map {map:?}: {why}")))
-}
-
-/// Expands Slurm's compressed tasks-per-node list: `2(x3),1` → `[2, 2, 2, 1]`.
-pub fn slurm_tasks_per_node(text: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in text.trim().split(',') {
-        let (count, repeat) = match part.split_once("(x") {
-            Some((count, rest)) => {
-                let repeat = rest
-                    .strip_suffix(')')
-                    .ok_or_else(|| format!("`{part}` lacks its closing `)`"))?;
-                (count, repeat)
-            }
-            None => (part, "1"),
-        };
-        let parse = |s: &str| -> Result<usize, String> {
-            s.parse()
-                .map_err(|_| format!("`{part}` is not `N` or `N(xM)`"))
-        };
-        let (count, repeat) = (parse(count)?, parse(repeat)?);
-        if count == 0 || repeat == 0 {
-            return Err(format!("`{part}` has a zero"));
-        }
-        out.extend(std::iter::repeat_n(count, repeat));
-    }
-    Ok(out)
-}
-
-/// How many tasks share the node of `task` in an RFC 34 task map
-/// (`{"version":1,"map":[[nodeid, nnodes, ppn, repeat], ...]}`).
-pub fn flux_tasks_on_node_of(map: &str, task: usize) -> Result<usize, String> {
-    #[derive(serde::Deserialize)]
-    struct TaskMap {
-        version: u32,
-        map: Vec<[usize; 4]>,
-    }
-    let parsed: TaskMap =
-        serde_json::from_str(map.trim()).map_err(|e| format!("not an RFC 34 task map: {e}"))?;
-    if parsed.version != 1 {
-        return Err(format!("task map version {} is not 1", parsed.version));
-    }
-    let mut per_node: Vec<usize> = Vec::new();
-    let mut node_of_task = None;
-    let mut next_task = 0;
-    for [start, nnodes, ppn, repeat] in parsed.map {
-        for _ in 0..repeat {
-            for node in start..start + nnodes {
-                if per_node.len() <= node {
-                    per_node.resize(node + 1, 0);
-                }
-                per_node[node] += ppn;
-                if (next_task..next_task + ppn).contains(&task) {
-                    node_of_task = Some(node);
-                }
-                next_task += ppn;
-            }
-        }
-    }
-    let node = node_of_task.ok_or_else(|| format!("it has no task {task}"))?;
-    Ok(per_node[node])
 }
 
 #[cfg(test)]
@@ -445,12 +394,6 @@ mod tests {
 
     #[test]
     fn slurm_compressed_forms() {
-        assert_eq!(slurm_tasks_per_node("2(x3),1"), Ok(vec![2, 2, 2, 1]));
-        assert_eq!(slurm_tasks_per_node("4"), Ok(vec![4]));
-        assert_eq!(slurm_tasks_per_node("1,3(x2)"), Ok(vec![1, 3, 3]));
-        for bad in ["", "2(x3", "x", "2(xa)", "0", "2(x0)", "2,,1"] {
-            assert!(slurm_tasks_per_node(bad).is_err(), "{bad:?} accepted");
-        }
         let got = who(&[
             ("SLURM_LOCALID", "1"),
             ("SLURM_NODEID", "3"),
@@ -463,7 +406,10 @@ mod tests {
             ("SLURM_STEP_TASKS_PER_NODE", "2(x3),5"),
         ])
         .unwrap_err();
-        assert!(e.contains("SLURM_NODEID=4 but"), "{e}");
+        assert!(
+            e.contains("SLURM_NODEID=4 but the list has 4 node(s)"),
+            "{e}"
+        );
         let e = who(&[("SLURM_LOCALID", "0")]).unwrap_err();
         assert!(e.contains("SLURM_STEP_TASKS_PER_NODE is not"), "{e}");
         let e = who(&[("SLURM_LOCALID", "0"), ("SLURM_STEP_TASKS_PER_NODE", "2(x")]).unwrap_err();
@@ -505,6 +451,44 @@ mod tests {
         let no_flux = Fake(fake.0.clone(), None);
         let e = identify(None, None, &no_flux).unwrap_err().to_string();
         assert!(e.starts_with("flux task identity: no flux here"), "{e}");
+    }
+
+    #[test]
+    fn sizes_are_capped_before_anything_is_allocated() {
+        let e = identify(None, Some(usize::MAX), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "local size 18446744073709551615 is more than binder plans for one node (65536)"
+            ),
+            "{e}"
+        );
+        let e = who(&[
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "18446744073709551615"),
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("openmpi task identity: local size"), "{e}");
+        let e = who(&[
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "0"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("local rank 0 is not below local size 0") || e.contains("local size 0"),
+            "{e}"
+        );
+        let e = who(&[
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_STEP_TASKS_PER_NODE", "1(x4000000000)"),
+            ("SLURM_NODEID", "5"),
+        ]);
+        assert_eq!(e, Ok((Some(Launcher::Slurm), 0, 1)));
+        let long = "9".repeat(10_000);
+        let leaked: &'static str = Box::leak(long.into_boxed_str());
+        let e = who(&[("MPI_LOCALRANKID", leaked), ("MPI_LOCALNRANKS", "2")]).unwrap_err();
+        assert!(e.len() < 200, "{} characters", e.len());
     }
 
     #[test]
