@@ -10,18 +10,32 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `../shared`, or `None` (with a loud message) when it is missing outside CI. Under
-/// `CI=true` a missing `../shared` fails the test: CI must never pass by skipping.
-pub fn shared() -> Option<PathBuf> {
-    let dir = root().join("../shared");
-    if dir.join("topologies").is_dir() {
-        return Some(dir.canonicalize().expect("shared dir"));
+/// The one rule for a missing prerequisite (a tool, `../shared`): under `CI=true` it
+/// fails the test, because CI must never pass by skipping; elsewhere it fails too, saying
+/// what to install, unless `BINDER_ALLOW_SKIP=1`, which turns it into a visible
+/// `SKIPPED:` line (cargo hides the output of passing tests, so a quiet skip would be
+/// invisible). Returns whether the test can go on.
+pub fn prerequisite(available: bool, what: &str) -> bool {
+    if available {
+        return true;
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("../shared/topologies is missing under CI=true: the real-topology tests cannot run");
+        panic!("{what} is missing under CI=true: CI must never pass by skipping");
     }
-    eprintln!("SKIPPED: ../shared/topologies not found; real-topology tests did not run");
-    None
+    if std::env::var("BINDER_ALLOW_SKIP").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED: {what} is missing");
+        return false;
+    }
+    panic!(
+        "{what} is missing; install it (`bash .ci/setup test`) or set BINDER_ALLOW_SKIP=1 to skip the tests that need it"
+    );
+}
+
+/// `../shared`, when present (see [`prerequisite`]).
+pub fn shared() -> Option<PathBuf> {
+    let dir = root().join("../shared");
+    prerequisite(dir.join("topologies").is_dir(), "../shared/topologies")
+        .then(|| dir.canonicalize().expect("shared dir"))
 }
 
 /// A topology XML of `../shared/topologies` by file name.
@@ -162,14 +176,8 @@ pub fn all_topologies(shared: &Path) -> Vec<String> {
     names
 }
 
-/// Fails under `CI=true` and prints a visible skip elsewhere, for a missing tool.
+/// Whether `program` is on PATH, by the rule of [`prerequisite`]; `what` says which test
+/// needs it.
 pub fn require_tool(program: &str, what: &str) -> bool {
-    if has(program) {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{what} needs `{program}` under CI=true");
-    }
-    eprintln!("SKIPPED: {what}: `{program}` not found");
-    false
+    prerequisite(has(program), &format!("`{program}` (for {what})"))
 }

@@ -3,8 +3,8 @@
 //! reports the affinity the kernel really gave it; that must be what
 //! `binder --dry-run --local-rank r --local-size N` promised.
 //!
-//! A missing launcher is a loud skip on a workstation and a failure under `CI=true` or
-//! `BINDER_E2E=1`, so CI can never pass by skipping.
+//! A missing launcher follows the one rule of `common::prerequisite`: a failure, under
+//! `CI=true` always, elsewhere unless `BINDER_ALLOW_SKIP=1` makes it a visible skip.
 #[path = "../common/mod.rs"]
 mod common;
 
@@ -13,29 +13,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use binder::exit_code::SUCCESS;
-use common::{binder, has, root, run};
+use common::{binder, root, run};
 
 const SHAPE: &str = "shapes/cores-packed.yaml";
 const TASKS: usize = 2;
 /// Prints `rank|affinity|BINDER_CPUS|BINDER_LOCAL_SIZE` from inside the task.
 const PROBE: &str = r#"printf '%s|%s|%s|%s\n' "$BINDER_LOCAL_RANK" "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" "$BINDER_CPUS" "$BINDER_LOCAL_SIZE""#;
 
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("BINDER_E2E").is_ok_and(|v| v == "1")
-}
-
-/// Whether `program` can be used; a loud skip, or a failure when e2e is required.
+/// Whether `program` can be used (see `common::prerequisite`).
 fn available(program: &str) -> bool {
-    if has(program) {
-        return true;
-    }
-    assert!(
-        !required(),
-        "{program} is missing but CI=true/BINDER_E2E=1 requires the e2e tests"
-    );
-    eprintln!("SKIPPED: {program} not installed; e2e test did not run");
-    false
+    common::require_tool(program, "the end-to-end tests")
 }
 
 /// What `--dry-run` promises each rank, by rank: its CPU list.
@@ -178,9 +165,7 @@ impl Slurm {
         if !available("slurmd") || !available("munged") {
             return None;
         }
-        if !root_user {
-            assert!(!required(), "the Slurm e2e test needs root");
-            eprintln!("SKIPPED: the Slurm e2e test needs root");
+        if !common::prerequisite(root_user, "root (the Slurm e2e test starts slurmd)") {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("binder-slurm-{}", std::process::id()));
@@ -232,4 +217,47 @@ fn slurm_srun() {
         "--cpu-bind=none",
     ]);
     check(&mut srun);
+}
+
+/// 8 ranks sharing one stderr, 20 times, with `-v --report`: every line binder writes is
+/// whole (one `write` per line), never two ranks' text spliced together.
+#[test]
+fn stderr_lines_of_eight_ranks_never_interleave() {
+    if !available("mpiexec.hydra") {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_binder");
+    let (mut lines, mut garbled) = (0, Vec::new());
+    for _ in 0..20 {
+        let mut cmd = Command::new("mpiexec.hydra");
+        cmd.current_dir(root()).args([
+            "-np",
+            "8",
+            bin,
+            "-v",
+            "--report",
+            "shapes/bind-none.yaml",
+            "--",
+            "true",
+        ]);
+        for (key, _) in std::env::vars() {
+            if common::is_launcher_var(&key) {
+                cmd.env_remove(key);
+            }
+        }
+        let out = run(&mut cmd, SUCCESS);
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
+            lines += 1;
+            let whole = line.starts_with("binder: ")
+                && line.matches("binder: ").count() == 1
+                && (line.contains("] unit none: not bound")
+                    || (line.contains("local rank ") && line.ends_with(')'))
+                    || line.contains(": warning: "));
+            if !whole {
+                garbled.push(line.to_owned());
+            }
+        }
+    }
+    assert!(lines >= 20 * 16, "only {lines} lines from 20 × 8 ranks");
+    assert!(garbled.is_empty(), "garbled lines:\n{}", garbled.join("\n"));
 }

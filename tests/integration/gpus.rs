@@ -9,7 +9,7 @@ use std::process::Command;
 use binder::exit_code::{REFUSED, SUCCESS};
 use binder::topology::{self, Source};
 
-use crate::common::{binder, has, root, run, shared, topology as xml_path};
+use crate::common::{binder, root, run, shared, topology as xml_path};
 
 /// Every GPU topology of `../shared/topologies` with the GPUs binder must find: PCI
 /// functions, except MI300A in CPX mode where each of the 4 APUs shows 6 partitions.
@@ -127,15 +127,7 @@ fn set_of(v: &serde_json::Value, key: &str) -> BTreeSet<u64> {
 }
 
 fn hwloc_calc_or_skip() -> bool {
-    if has("hwloc-calc") {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").is_err(),
-        "hwloc-calc is missing under CI"
-    );
-    eprintln!("SKIPPED: hwloc-calc not installed");
-    false
+    crate::common::require_tool("hwloc-calc", "GPU locality against hwloc-calc")
 }
 
 #[test]
@@ -299,9 +291,10 @@ fn exec_path_sets_visible_devices() {
 #[test]
 #[ignore = "run in a child process by exec_path_sets_visible_devices"]
 fn launch_child() {
-    let Ok(xml) = std::env::var("BINDER_TEST_CHILD_XML") else {
-        return;
-    };
+    // Only meaningful as exec_path_sets_visible_devices' child: run alone it would pass
+    // having checked nothing, so it fails instead.
+    let xml = std::env::var("BINDER_TEST_CHILD_XML")
+        .expect("launch_child runs only as the child of exec_path_sets_visible_devices");
     let shape = binder::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
     let topology = topology::load(&Source::Xml(xml.into()), true).unwrap();
     let plan = binder::plan(&shape, "gpu-devices-only.yaml", &topology, 2, None).unwrap();

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use binder::exit_code::{NOT_EXECUTABLE, NOT_FOUND, REFUSED, SUCCESS};
 
-use crate::common::{binder, has, run};
+use crate::common::{binder, run};
 
 /// The plan `--dry-run` promises on this host for `rank` of `size`, as JSON.
 fn promised(shape: &str, rank: usize, size: usize) -> serde_json::Value {
@@ -120,9 +120,7 @@ fn openmp_places_follow_the_units() {
 
 #[test]
 fn membind_local_binds_memory_to_the_tasks_numa_nodes() {
-    if !has("numactl") {
-        assert!(std::env::var("CI").is_err(), "numactl is missing under CI");
-        eprintln!("SKIPPED: numactl not installed");
+    if !crate::common::require_tool("numactl", "membind") {
         return;
     }
     let got = task_output(

@@ -21,12 +21,14 @@ const TOPOLOGIES: [&str; 8] = [
 #[test]
 fn catalog_agrees_with_hwloc_calc() {
     let Some(shared) = shared() else { return };
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let Some(python) = python_with_yaml().filter(|_| crate::common::has("hwloc-calc")) else {
-        assert!(!ci, "the oracle needs hwloc-calc and python3-yaml under CI");
-        eprintln!("SKIPPED: oracle needs hwloc-calc and python3 with yaml");
+    if !crate::common::require_tool("hwloc-calc", "the oracle") {
         return;
-    };
+    }
+    let python = python_with_yaml();
+    if !crate::common::prerequisite(python.is_some(), "python3 with yaml (for the oracle)") {
+        return;
+    }
+    let python = python.expect("checked");
     let mut shapes: Vec<String> = std::fs::read_dir(root().join("shapes"))
         .unwrap()
         .map(|e| format!("shapes/{}", e.unwrap().file_name().to_string_lossy()))
