@@ -162,6 +162,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
                 .map_err(|e| xml_error(e.to_string()))?
         }
         Source::Synthetic(desc) => {
+            synthetic_size(desc)?;
             builder
                 .from_synthetic(desc)
                 .map_err(|e| TopologyError::Synthetic {
@@ -186,6 +187,31 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         source: source.clone(),
         io,
     })
+}
+
+/// The most PUs a synthetic description may ask for (1,048,576): hwloc would build every
+/// object, so `pack:1000000 core:1000 pu:1000` must be refused before it is tried.
+pub const MAX_SYNTHETIC_PUS: u64 = 1 << 20;
+
+/// Checks the product of the level counts of a synthetic description (`type:count`
+/// tokens; attributes in parentheses are skipped) against [`MAX_SYNTHETIC_PUS`].
+fn synthetic_size(desc: &str) -> Result<(), TopologyError> {
+    let mut pus: u64 = 1;
+    for token in desc.split_whitespace() {
+        let Some((_, count)) = token.split_once(':') else {
+            continue;
+        };
+        let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
+        let n = digits.parse::<u64>().unwrap_or(u64::MAX);
+        pus = pus.saturating_mul(n.max(1));
+    }
+    if pus > MAX_SYNTHETIC_PUS {
+        return Err(TopologyError::Synthetic {
+            desc: crate::identity::clip(desc),
+            reason: format!("it describes more than {MAX_SYNTHETIC_PUS} PUs"),
+        });
+    }
+    Ok(())
 }
 
 impl Topology {
@@ -292,6 +318,18 @@ mod tests {
                 .contains("invalid synthetic topology \"pack:two\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn huge_synthetic_topologies_are_refused_before_hwloc_builds_them() {
+        let err = load(
+            &Source::Synthetic("pack:1000000 core:1000 pu:1000".into()),
+            false,
+        )
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("more than 1048576 PUs"), "{err}");
+        assert!(load(&Source::Synthetic("pack:2 core:64 pu:2".into()), false).is_ok());
     }
 
     #[test]

@@ -147,6 +147,74 @@ fn bind_none_keeps_the_inherited_affinity() {
     );
 }
 
+/// A task of an outer binder (or a user) may carry BINDER_CPUS etc.; under `bind: none`
+/// binder sets none of them, so stale ones must not reach the task.
+#[test]
+fn stale_binder_variables_never_reach_the_task() {
+    let out = run(
+        binder()
+            .args([
+                "shapes/bind-none.yaml",
+                "--",
+                "sh",
+                "-c",
+                "env | grep ^BINDER_ | sort",
+            ])
+            .env("BINDER_CPUS", "0-99")
+            .env("BINDER_CPUSET", "0xffffffff")
+            .env("BINDER_GPUS", "7")
+            .env("BINDER_NICS", "ib9"),
+        SUCCESS,
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "BINDER_LOCAL_RANK=0\nBINDER_LOCAL_SIZE=1\nBINDER_UNIT=none\n"
+    );
+}
+
+/// Under `bind: none` with an inherited mask, `-v` says the mask is kept, not rebound.
+#[test]
+fn verbose_under_bind_none_says_the_binding_is_kept() {
+    if host_cores() < 2 {
+        return;
+    }
+    let out = run(
+        Command::new("taskset")
+            .args([
+                "-c",
+                "0",
+                env!("CARGO_BIN_EXE_binder"),
+                "-v",
+                "shapes/bind-none.yaml",
+                "--",
+                "true",
+            ])
+            .current_dir(crate::common::root()),
+        SUCCESS,
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("`bind: none` keeps that binding") && !err.contains("rebinds"),
+        "{err}"
+    );
+}
+
+/// `-v` with `--dry-run` says where the task identity came from, on stderr.
+#[test]
+fn verbose_dry_run_names_the_identity() {
+    let out = run(
+        binder()
+            .args(["-n", "-v", "shapes/bind-none.yaml"])
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+            .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+        SUCCESS,
+    );
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "binder: local rank 1/2 from openmpi (OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2)\n"
+    );
+}
+
 #[test]
 fn report_and_verbose_lines() {
     let out = run(
