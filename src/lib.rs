@@ -107,6 +107,13 @@ pub fn run(
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
     let origin = config.shape.display().to_string();
     let shape = Shape::from_file(&config.shape)?;
+    // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
+    // through the environment (process-wide, so never done by `load_topology` itself).
+    let scrub = if config.source == Source::Host {
+        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+    } else {
+        Vec::new()
+    };
     let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
     let plan = plan(
         &shape,
@@ -123,6 +130,7 @@ pub fn run(
                 membind: shape.options.membind == Some(Membind::Local),
                 report: config.report,
                 verbose: config.verbose,
+                scrub: &scrub,
             };
             Err(launch::run(&topology, &plan, &identity, &options, err).into())
         }

@@ -75,67 +75,44 @@ pub enum TopologyError {
 const UNUSED_PLUGINS: &str =
     "hwloc_gl,hwloc_opencl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero,hwloc_xml_libxml";
 
-/// Trims hwloc's host discovery to what binder uses, through hwloc's own environment
-/// variables, then takes them away again so the task never inherits them; a user's own
-/// settings are left alone. hwloc reads them once, at the first topology of the process.
+/// The environment variables through which hwloc reads its plugin blocklist (2.9 reads
+/// the old name; newer releases also the new one).
+pub const PLUGIN_BLOCKLIST_VARS: [&str; 2] = ["HWLOC_PLUGINS_BLACKLIST", "HWLOC_PLUGINS_BLOCKLIST"];
+
+/// Keeps hwloc from `dlopen`ing plugins binder never uses (OpenGL, OpenCL, libxml; PCI too
+/// when `io` is false), which costs milliseconds on every task of every job.
 ///
-/// - Plugins binder never uses are not loaded (`dlopen` of OpenCL/GL stacks costs ms).
-/// - The x86 CPUID backend is excluded: on Linux it only adds CPU model and kind info on
-///   top of sysfs, and to read it hwloc migrates the thread onto every PU in turn, which
-///   costs ~0.1 ms per PU on every task of every job (2.5 ms on a 16-core VM).
-///
-/// Changing the environment races with C code reading it in another thread (hwloc calls
-/// `getenv` while it builds a topology), so it is only done while [`LOADING`] is held.
-struct HostDiscoveryEnv(Vec<&'static str>);
-
-/// Serializes topology loads, so that no hwloc `getenv` in one thread meets a
-/// [`HostDiscoveryEnv`] change in another (the library may be used from threads, and its
-/// tests are). Uncontended in the binary, where it costs nothing measurable.
-static LOADING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl HostDiscoveryEnv {
-    fn new(source: &Source, io: bool) -> HostDiscoveryEnv {
-        let mut set = Vec::new();
-        if *source == Source::Host {
-            let list = if io {
-                UNUSED_PLUGINS.to_owned()
-            } else {
-                format!("{UNUSED_PLUGINS},hwloc_pci")
-            };
-            // hwloc 2.9 reads the old name; newer releases also read the new one.
-            let vars = [
-                ("HWLOC_PLUGINS_BLACKLIST", list.as_str()),
-                ("HWLOC_PLUGINS_BLOCKLIST", list.as_str()),
-                ("HWLOC_COMPONENTS", "-x86"),
-            ];
-            for (var, value) in vars {
-                if std::env::var_os(var).is_none() {
-                    std::env::set_var(var, value);
-                    set.push(var);
-                }
-            }
-        }
-        HostDiscoveryEnv(set)
-    }
-}
-
-impl Drop for HostDiscoveryEnv {
-    fn drop(&mut self) {
-        for var in &self.0 {
-            std::env::remove_var(var);
+/// **Process-wide:** hwloc reads this list from the environment once, at the first
+/// topology of the process, so this sets environment variables. Only a single-threaded
+/// program about to load its first topology may call it: binder's CLI does
+/// ([`crate::run`]); a plugin or binding that embeds the library should not (loading
+/// works the same without it, only slower). A user's own setting is left alone. Returns
+/// the variables it set, for the caller to remove from a child's environment.
+pub fn block_unused_plugins(io: bool) -> Vec<&'static str> {
+    let list = if io {
+        UNUSED_PLUGINS.to_owned()
+    } else {
+        format!("{UNUSED_PLUGINS},hwloc_pci")
+    };
+    let mut set = Vec::new();
+    for var in PLUGIN_BLOCKLIST_VARS {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, &list);
+            set.push(var);
         }
     }
+    set
 }
 
 /// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
 ///
 /// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
 /// change logical indexes (and the object GPUs hang from), and with them the plan.
+/// No environment variable is read or written here, so threads may load topologies at
+/// the same time. On the host, hwloc's x86 CPUID backend is excluded: on Linux it only
+/// adds CPU model and kind info on top of sysfs, and to read it hwloc migrates the thread
+/// onto every PU in turn, which costs ~0.1 ms per PU on every task of every job.
 pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
-    let _serial = LOADING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _env = HostDiscoveryEnv::new(source, io);
     let mut builder = hwlocality::Topology::builder();
     if io {
         builder = builder
@@ -143,7 +120,9 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
             .map_err(|e| TopologyError::Host(e.to_string()))?;
     }
     let builder = match source {
-        Source::Host => builder,
+        Source::Host => builder
+            .without_component("x86")
+            .map_err(|e| TopologyError::Host(e.to_string()))?,
         Source::Xml(path) => {
             let xml_error = |reason: String| TopologyError::Xml {
                 source_desc: source.to_string(),

@@ -79,6 +79,9 @@ pub struct Options<'a> {
     pub membind: bool,
     /// Print the binding line on stderr before exec.
     pub report: bool,
+    /// Variables binder set in its own environment (hwloc's plugin blocklist), removed
+    /// from the task's.
+    pub scrub: &'a [&'static str],
     /// Explain identity and inherited bindings on stderr.
     pub verbose: bool,
 }
@@ -93,7 +96,7 @@ pub fn run(
     stderr: &mut impl Write,
 ) -> LaunchError {
     match prepare(topology, plan, identity, options, stderr) {
-        Ok(env) => exec(options.command, &env),
+        Ok(env) => exec(options.command, &env, options.scrub),
         Err(e) => e,
     }
 }
@@ -160,13 +163,16 @@ fn prepare(
 /// Replaces this process with the command. std's `exec` is used rather than a raw
 /// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
 /// the application starts with default dispositions.
-fn exec(command: &[OsString], env: &[(String, String)]) -> LaunchError {
+fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> LaunchError {
     let program = crate::identity::clip_to(&command[0].to_string_lossy(), 160);
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..])
         .envs(env.iter().map(|(k, v)| (k, v)));
     // What binder did not set this time must not reach the task from an outer binder
     // (a `bind: none` task would otherwise read a stale BINDER_CPUS).
+    for var in scrub {
+        cmd.env_remove(var);
+    }
     for stale in env::OWN {
         if !env.iter().any(|(k, _)| k == stale) {
             cmd.env_remove(stale);

@@ -316,6 +316,7 @@ fn launch_child() {
         membind: false,
         report: false,
         verbose: false,
+        scrub: &[],
     };
     let err = binder::launch::run(
         &topology,
