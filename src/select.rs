@@ -275,7 +275,14 @@ impl<'t, 'd> Selector<'t, 'd> {
             .or_insert_with(|| topology.objects(kind))
     }
 
-    fn candidates(&mut self, kind: ObjType, within: Option<&CpuSet>) -> Vec<Candidate<'t, 'd>> {
+    /// The objects of `kind` inside `scope`: `parent` is the CPU object the scope comes
+    /// from, when it does (a device's locality has no subtree to walk).
+    fn candidates(
+        &mut self,
+        kind: ObjType,
+        within: Option<&CpuSet>,
+        parent: Option<&'t TopologyObject>,
+    ) -> Vec<Candidate<'t, 'd>> {
         let inside = |set: &CpuSet| within.is_none_or(|w| w.includes(set));
         let Devices { gpus, nics } = self.devices;
         match kind {
@@ -289,12 +296,21 @@ impl<'t, 'd> Selector<'t, 'd> {
                 .filter(|n| inside(&n.locality))
                 .map(Candidate::Nic)
                 .collect(),
-            _ => self
-                .objects(kind)
-                .iter()
-                .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
-                .map(|obj| Candidate::Cpu(obj))
-                .collect(),
+            _ => match parent {
+                // Inside a CPU object: walk its subtree instead of filtering the node.
+                Some(obj) => self
+                    .topology
+                    .objects_inside(kind, obj)
+                    .into_iter()
+                    .map(Candidate::Cpu)
+                    .collect(),
+                None => self
+                    .objects(kind)
+                    .iter()
+                    .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
+                    .map(|obj| Candidate::Cpu(obj))
+                    .collect(),
+            },
         }
     }
 
@@ -310,7 +326,11 @@ impl<'t, 'd> Selector<'t, 'd> {
             return self.slots(item, path, within, taken);
         }
         let scope = within.map(Candidate::cpuset);
-        let candidates = self.candidates(item.kind, scope.as_ref());
+        let parent = match within {
+            Some(Candidate::Cpu(obj)) => Some(*obj),
+            _ => None,
+        };
+        let candidates = self.candidates(item.kind, scope.as_ref(), parent);
         let wanted = wanted(item.count);
         let mut failure = Failure {
             path: path.to_owned(),
@@ -408,15 +428,35 @@ impl<'t, 'd> Selector<'t, 'd> {
         if item.with.is_empty() {
             // Equal packed parts of the parent's free units (SEMANTICS §10).
             let unit = self.unit;
-            let units: Vec<&'t TopologyObject> = self
-                .objects(unit)
-                .iter()
-                .copied()
-                .filter(|u| {
-                    u.cpuset()
-                        .is_some_and(|s| scope.as_ref().is_none_or(|w| s.intersects(w)))
-                })
-                .collect();
+            let units: Vec<&'t TopologyObject> = match within {
+                // The units inside a CPU parent, or the one enclosing a parent smaller
+                // than a unit (a PU under unit core).
+                Some(Candidate::Cpu(obj)) => {
+                    let inside = self.topology.objects_inside(unit, obj);
+                    if inside.is_empty() {
+                        self.objects(unit)
+                            .iter()
+                            .copied()
+                            .filter(|u| {
+                                u.cpuset().is_some_and(|s| {
+                                    scope.as_ref().is_some_and(|w| s.intersects(w))
+                                })
+                            })
+                            .collect()
+                    } else {
+                        inside
+                    }
+                }
+                _ => self
+                    .objects(unit)
+                    .iter()
+                    .copied()
+                    .filter(|u| {
+                        u.cpuset()
+                            .is_some_and(|s| scope.as_ref().is_none_or(|w| s.intersects(w)))
+                    })
+                    .collect(),
+            };
             let free: Vec<&'t TopologyObject> = units
                 .iter()
                 .copied()

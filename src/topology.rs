@@ -181,6 +181,9 @@ fn synthetic_size(desc: &str) -> Result<(), TopologyError> {
             continue;
         };
         let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            continue; // not a count: hwloc itself says what is wrong
+        }
         let n = digits.parse::<u64>().unwrap_or(u64::MAX);
         pus = pus.saturating_mul(n.max(1));
     }
@@ -221,6 +224,54 @@ impl Topology {
             .objects_with_type(ty)
             .filter(|obj| obj.cpuset().is_some_and(|set| !set.is_empty()))
             .collect()
+    }
+
+    /// The objects of a CPU type that lie inside `parent` (by cpuset) and hold an allowed PU,
+    /// in logical order. Walks `parent`'s subtree (its normal ancestor's, for a NUMA node,
+    /// whose CPUs hang off the tree as memory children), so a nested request costs the size
+    /// of its parent, not of the node: `core: all` > `pu: all` stays linear.
+    pub fn objects_inside<'t>(
+        &'t self,
+        kind: ObjType,
+        parent: &'t TopologyObject,
+    ) -> Vec<&'t TopologyObject> {
+        let (Some(ty), Some(within)) = (hwloc_type(kind), parent.cpuset()) else {
+            return Vec::new();
+        };
+        let inside = |obj: &TopologyObject| {
+            obj.cpuset()
+                .is_some_and(|s| !s.is_empty() && within.includes(&*s))
+        };
+        if ty == ObjectType::NUMANode {
+            // NUMA nodes are few and not on the normal tree: filter them all.
+            return self
+                .objects(kind)
+                .into_iter()
+                .filter(|o| inside(o))
+                .collect();
+        }
+        let mut root = parent;
+        while !root.object_type().is_normal() {
+            match root.parent() {
+                Some(p) => root = p,
+                None => break,
+            }
+        }
+        let mut found = Vec::new();
+        let mut stack = vec![root];
+        while let Some(obj) = stack.pop() {
+            if obj.object_type() == ty && inside(obj) {
+                found.push(obj);
+                if ty != ObjectType::Group {
+                    continue;
+                }
+            }
+            // Children pushed in reverse so they pop in logical order.
+            let children: Vec<&TopologyObject> = obj.normal_children().collect();
+            stack.extend(children.into_iter().rev());
+        }
+        found.sort_by_key(|o| o.logical_index());
+        found
     }
 
     /// For each allowed PU (by OS index), the object of `kind` that holds it: one pass over
@@ -285,6 +336,43 @@ mod tests {
         assert!(t.objects(ObjType::L3).is_empty());
         let core = t.objects(ObjType::Core)[3];
         assert_eq!(t.pus_of(core).len(), 2);
+    }
+
+    #[test]
+    fn objects_inside_a_parent_by_tree_walk_and_by_filter_agree() {
+        // The walk must find exactly what filtering every object by cpuset finds.
+        let t = synthetic("pack:2 numa:2 l3:1 core:3 pu:2");
+        for parent_kind in [
+            ObjType::Machine,
+            ObjType::Package,
+            ObjType::Numa,
+            ObjType::L3,
+            ObjType::Core,
+        ] {
+            for parent in t.objects(parent_kind) {
+                let within = parent.cpuset().unwrap();
+                for kind in [
+                    ObjType::Package,
+                    ObjType::Numa,
+                    ObjType::L3,
+                    ObjType::Core,
+                    ObjType::Pu,
+                ] {
+                    let walk: Vec<usize> = t
+                        .objects_inside(kind, parent)
+                        .iter()
+                        .map(|o| o.logical_index())
+                        .collect();
+                    let filter: Vec<usize> = t
+                        .objects(kind)
+                        .iter()
+                        .filter(|o| within.includes(&*o.cpuset().unwrap()))
+                        .map(|o| o.logical_index())
+                        .collect();
+                    assert_eq!(walk, filter, "{kind:?} inside {parent_kind:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -126,10 +126,20 @@ pub fn hwloc_calc_lines(xml: &Path, args: &[&str], lines: &[String]) -> Vec<Stri
         .spawn()
         .expect("hwloc-calc runs");
     let mut stdin = child.stdin.take().expect("stdin");
-    let input = lines.join("\n") + "\n";
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    // No lines: close stdin at once (hwloc-calc then answers its arguments and may exit
+    // before reading, so nothing is written to it).
+    let input = if lines.is_empty() {
+        String::new()
+    } else {
+        lines.join("\n") + "\n"
+    };
+    let writer = std::thread::spawn(move || {
+        if !input.is_empty() {
+            stdin.write_all(input.as_bytes()).expect("stdin written");
+        }
+    });
     let out = child.wait_with_output().expect("hwloc-calc output");
-    writer.join().expect("writer").expect("stdin written");
+    writer.join().expect("writer");
     assert!(
         out.status.success(),
         "hwloc-calc {args:?} failed on {}",
