@@ -168,6 +168,7 @@ pub fn select<'t>(
         devices,
         unit,
         cache: HashMap::new(),
+        inside: HashMap::new(),
         owners: None,
         parents: 0,
     };
@@ -197,6 +198,9 @@ struct Selector<'t, 'd> {
     devices: Devices<'d>,
     unit: ObjType,
     cache: HashMap<ObjType, Vec<&'t TopologyObject>>,
+    /// Candidate lists by (type, parent address; 0 for the node), so a parent's subtree
+    /// is walked once however many slots are taken in it.
+    inside: HashMap<(ObjType, usize), Vec<Candidate<'t, 'd>>>,
     /// The binding unit holding each PU, built on the first slot that needs it.
     owners: Option<HashMap<usize, &'t TopologyObject>>,
     /// Parents slots have been taken in so far.
@@ -217,10 +221,11 @@ struct Found<'t> {
     slots: Vec<Slot>,
 }
 
-/// Something a request can match: a CPU-side object or a device.
+/// Something a request can match: a CPU-side object (with the OS number of its first PU,
+/// for a quick "already taken" test) or a device.
 #[derive(Clone, Copy)]
 enum Candidate<'t, 'd> {
-    Cpu(&'t TopologyObject),
+    Cpu(&'t TopologyObject, usize),
     Gpu(&'d Gpu),
     Nic(&'d Nic),
 }
@@ -228,7 +233,7 @@ enum Candidate<'t, 'd> {
 impl Candidate<'_, '_> {
     fn cpuset(&self) -> CpuSet {
         match self {
-            Candidate::Cpu(obj) => obj.cpuset().map(|s| s.clone_target()).unwrap_or_default(),
+            Candidate::Cpu(obj, _) => obj.cpuset().map(|s| s.clone_target()).unwrap_or_default(),
             Candidate::Gpu(gpu) => gpu.locality.clone(),
             Candidate::Nic(nic) => nic.locality.clone(),
         }
@@ -236,7 +241,7 @@ impl Candidate<'_, '_> {
 
     fn label(&self) -> String {
         match self {
-            Candidate::Cpu(obj) => object_label(obj),
+            Candidate::Cpu(obj, _) => object_label(obj),
             Candidate::Gpu(gpu) => format!("gpu:{}", gpu.index),
             Candidate::Nic(nic) => format!("nic:{}", nic.index),
         }
@@ -244,7 +249,10 @@ impl Candidate<'_, '_> {
 
     fn is_taken(&self, taken: &Taken) -> bool {
         match self {
-            Candidate::Cpu(obj) => obj.cpuset().is_some_and(|s| s.intersects(&taken.cpus)),
+            // Taken objects are usually taken whole: their first PU answers in O(1).
+            Candidate::Cpu(obj, first) => {
+                taken.cpus.is_set(*first) || obj.cpuset().is_some_and(|s| s.intersects(&taken.cpus))
+            }
             Candidate::Gpu(gpu) => taken.gpus.contains(&gpu.index),
             Candidate::Nic(nic) => taken.nics.contains(&nic.index),
         }
@@ -252,7 +260,7 @@ impl Candidate<'_, '_> {
 
     fn take(&self, taken: &mut Taken) {
         match self {
-            Candidate::Cpu(obj) => {
+            Candidate::Cpu(obj, _) => {
                 if let Some(set) = obj.cpuset() {
                     taken.cpus |= &*set;
                 }
@@ -296,21 +304,39 @@ impl<'t, 'd> Selector<'t, 'd> {
                 .filter(|n| inside(&n.locality))
                 .map(Candidate::Nic)
                 .collect(),
-            _ => match parent {
-                // Inside a CPU object: walk its subtree instead of filtering the node.
-                Some(obj) => self
-                    .topology
-                    .objects_inside(kind, obj)
+            _ => {
+                // Inside a CPU object: its subtree, walked once and kept (slots ask the
+                // same parent again and again); elsewhere a filter of the node's objects.
+                let key = (kind, parent.map_or(0, |p| std::ptr::from_ref(p) as usize));
+                // A device's locality (a scope without a parent object) is not cached.
+                let cacheable = within.is_none() || parent.is_some();
+                if let Some(list) = self.inside.get(&key).filter(|_| cacheable) {
+                    return list.clone();
+                }
+                let objects = match parent {
+                    Some(obj) => self.topology.objects_inside(kind, obj),
+                    None => self
+                        .objects(kind)
+                        .iter()
+                        .copied()
+                        .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
+                        .collect(),
+                };
+                let list: Vec<Candidate<'t, 'd>> = objects
                     .into_iter()
-                    .map(Candidate::Cpu)
-                    .collect(),
-                None => self
-                    .objects(kind)
-                    .iter()
-                    .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
-                    .map(|obj| Candidate::Cpu(obj))
-                    .collect(),
-            },
+                    .map(|obj| {
+                        let first = obj
+                            .cpuset()
+                            .and_then(|s| s.first_set())
+                            .map_or(0, usize::from);
+                        Candidate::Cpu(obj, first)
+                    })
+                    .collect();
+                if cacheable {
+                    self.inside.insert(key, list.clone());
+                }
+                list
+            }
         }
     }
 
@@ -327,7 +353,7 @@ impl<'t, 'd> Selector<'t, 'd> {
         }
         let scope = within.map(Candidate::cpuset);
         let parent = match within {
-            Some(Candidate::Cpu(obj)) => Some(*obj),
+            Some(Candidate::Cpu(obj, _)) => Some(*obj),
             _ => None,
         };
         let candidates = self.candidates(item.kind, scope.as_ref(), parent);
@@ -358,7 +384,7 @@ impl<'t, 'd> Selector<'t, 'd> {
                     // A CPU object is a leaf unless its `with` took CPUs of its own: an
                     // object that only names devices (`socket` with `nic`) is the pool.
                     let holds_cpus = !inner.leaves.is_empty() || !inner.slots.is_empty();
-                    if let (Candidate::Cpu(obj), false) = (candidate, holds_cpus) {
+                    if let (Candidate::Cpu(obj, _), false) = (candidate, holds_cpus) {
                         found.leaves.push(*obj);
                     }
                     candidate.take(&mut inner_taken);
@@ -431,7 +457,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             let units: Vec<&'t TopologyObject> = match within {
                 // The units inside a CPU parent, or the one enclosing a parent smaller
                 // than a unit (a PU under unit core).
-                Some(Candidate::Cpu(obj)) => {
+                Some(Candidate::Cpu(obj, _)) => {
                     let inside = self.topology.objects_inside(unit, obj);
                     if inside.is_empty() {
                         self.objects(unit)
