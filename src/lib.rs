@@ -12,6 +12,7 @@
 //! load a [`topology::Topology`], parse a [`shape::Shape`] and call [`plan`].
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -91,6 +92,22 @@ pub fn plan(
     Ok(plan)
 }
 
+fn launch_options<'a>(
+    config: &Config,
+    shape: &Shape,
+    command: &'a [std::ffi::OsString],
+    scrub: &'a [&'static str],
+) -> launch::Options<'a> {
+    launch::Options {
+        command,
+        openmp: shape.options.openmp,
+        membind: shape.options.membind == Some(Membind::Local),
+        report: config.report,
+        verbose: config.verbose,
+        scrub,
+    }
+}
+
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
 /// `err`. A launch that succeeds never returns (the process became the task).
 pub fn run(
@@ -106,7 +123,42 @@ pub fn run(
     }
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
     let origin = config.shape.display().to_string();
-    let shape = Shape::from_file(&config.shape)?;
+    let text = shape::read_text(&config.shape)?;
+    let shape = Shape::from_yaml(&text, &origin)?;
+    let membind = shape.options.membind == Some(Membind::Local);
+    // Launches on the host may bind from the node cache (see `cache`): no discovery.
+    let trace = std::env::var("BINDER_CACHE_TRACE").is_ok_and(|v| v == "1");
+    let cache = match &config.action {
+        Action::Launch(_) if config.source == Source::Host && !config.verbose && !membind => {
+            cache::Cache::open(&|k| std::env::var(k).ok())
+                .and_then(|c| {
+                    let key = cache::Key::for_host(&text, identity.size, config.gpus_per_task)?;
+                    Ok((c, key))
+                })
+                .map_err(|why| {
+                    if trace {
+                        report::emit(err, &format!("cache off: {why}"));
+                    }
+                })
+                .ok()
+        }
+        _ => None,
+    };
+    if let (Some((c, key)), Action::Launch(command)) = (&cache, &config.action) {
+        match c.lookup(key) {
+            Ok(views) => {
+                if trace {
+                    report::emit(err, &format!("cache hit: {}", c.dir().display()));
+                }
+                let options = launch_options(config, &shape, command, &[]);
+                return Err(
+                    launch::run_cached(&views[identity.rank], &identity, &options, err).into(),
+                );
+            }
+            Err(why) if trace => report::emit(err, &format!("cache miss: {why}")),
+            Err(_) => {}
+        }
+    }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
     // through the environment (process-wide, so never done by `load_topology` itself).
     let scrub = if config.source == Source::Host {
@@ -122,16 +174,24 @@ pub fn run(
         identity.size,
         config.gpus_per_task,
     )?;
+    if let Some((c, key)) = &cache {
+        let views = (0..plan.tasks.len())
+            .map(|r| launch::env::TaskView::of(&plan, r))
+            .collect();
+        let stored = c.store(key, views);
+        if trace {
+            report::emit(
+                err,
+                &format!(
+                    "cache store: {}",
+                    stored.map_or_else(|e| e, |()| c.dir().display().to_string())
+                ),
+            );
+        }
+    }
     match &config.action {
         Action::Launch(command) => {
-            let options = launch::Options {
-                command,
-                openmp: shape.options.openmp,
-                membind: shape.options.membind == Some(Membind::Local),
-                report: config.report,
-                verbose: config.verbose,
-                scrub: &scrub,
-            };
+            let options = launch_options(config, &shape, command, &scrub);
             Err(launch::run(&topology, &plan, &identity, &options, err).into())
         }
         _ => {

@@ -42,6 +42,46 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
     Ok(())
 }
 
+/// Binds this thread (binder's only one) to the OS CPUs `cpus` with the kernel's
+/// `sched_setaffinity`, with a mask as large as the highest CPU needs (no 1024-CPU
+/// `cpu_set_t` limit), then reads it back. The warm path of the node cache uses this, so
+/// a cache hit never loads a topology.
+pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
+    let words = cpus.iter().max().map_or(1, |m| m / 64 + 1);
+    let mut mask = vec![0u64; words];
+    for &c in cpus {
+        mask[c / 64] |= 1 << (c % 64);
+    }
+    let bytes = words * 8;
+    // SAFETY: the pointer and length describe `mask`, which outlives the call; the kernel
+    // reads at most `bytes` bytes from it.
+    let rc = unsafe { libc::sched_setaffinity(0, bytes, mask.as_ptr().cast()) };
+    if rc != 0 {
+        return Err(LaunchError::Bind {
+            cpus: cpu_list(cpus),
+            reason: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    // Read back into a buffer large enough for any kernel's mask.
+    let mut got = vec![0u64; words.max(128)];
+    // SAFETY: as above, for writing at most `got.len() * 8` bytes.
+    let n = unsafe { libc::sched_getaffinity(0, got.len() * 8, got.as_mut_ptr().cast()) };
+    let read: Vec<usize> = if n == 0 {
+        (0..got.len() * 64)
+            .filter(|&c| got[c / 64] >> (c % 64) & 1 == 1)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if read != cpus {
+        return Err(LaunchError::NotApplied {
+            want: cpu_list(cpus),
+            got: cpu_list(&read),
+        });
+    }
+    Ok(())
+}
+
 /// Binds this process's memory to the NUMA nodes of `cpus` (strict `MPOL_BIND`, as
 /// `numactl --membind` does); returns the NUMA nodes (OS numbers) bound to.
 pub fn bind_memory_local(topology: &Topology, cpus: &CpuSet) -> Result<Vec<usize>, LaunchError> {

@@ -19,33 +19,80 @@ pub const OWN: [&str; 7] = [
     "BINDER_NICS",
 ];
 
+/// What launching one task needs from the plan: small, serializable, and the same
+/// whether it comes from a fresh plan or from the node cache ([`crate::cache`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskView {
+    /// `core`, `pu` or `none`.
+    pub unit: String,
+    /// Its CPUs (OS numbers, ascending); empty for unit none.
+    pub cpus: Vec<usize>,
+    /// One OpenMP place per unit: the unit's PUs.
+    pub places: Vec<Vec<usize>>,
+    /// Its GPUs: binder's number, vendor (`nvidia`, `amd`, `intel`), the vendor's number.
+    pub gpus: Vec<(usize, String, usize)>,
+    /// Its nearest NICs' names.
+    pub nics: Vec<String>,
+    /// The `--report` text after `[launcher] `.
+    pub binding: String,
+}
+
+impl TaskView {
+    /// The view of local rank `rank` of `plan`.
+    pub fn of(plan: &Plan, rank: usize) -> TaskView {
+        let task = &plan.tasks[rank];
+        TaskView {
+            unit: plan.unit.unit.to_string(),
+            cpus: cpus_of(&task.cpuset),
+            places: task.units.iter().map(|u| u.pus.clone()).collect(),
+            gpus: task
+                .gpus
+                .iter()
+                .map(|&g| {
+                    let gpu = &plan.gpus[g];
+                    (g, gpu.vendor.to_string(), gpu.vendor_index)
+                })
+                .collect(),
+            nics: task
+                .nics
+                .iter()
+                .flat_map(|&i| plan.nics[i].names())
+                .collect(),
+            binding: crate::report::task_binding(plan, rank),
+        }
+    }
+
+    /// Whether the task is bound (unit core or pu).
+    pub fn is_bound(&self) -> bool {
+        !self.places.is_empty()
+    }
+}
+
 /// The variables to set for local rank `identity.rank`, in a stable order. `get` reads the
 /// inherited environment, so that a user's own `OMP_NUM_THREADS` is kept.
 pub fn task_env(
-    plan: &Plan,
+    task: &TaskView,
     identity: &Identity,
     openmp: bool,
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, String)> {
-    let task = &plan.tasks[identity.rank];
     let mut env = vec![
         ("BINDER_LOCAL_RANK".to_owned(), identity.rank.to_string()),
         ("BINDER_LOCAL_SIZE".to_owned(), identity.size.to_string()),
-        ("BINDER_UNIT".to_owned(), plan.unit.unit.to_string()),
+        ("BINDER_UNIT".to_owned(), task.unit.clone()),
     ];
-    if !task.units.is_empty() {
-        let cpus = cpus_of(&task.cpuset);
-        env.push(("BINDER_CPUS".into(), cpu_list(&cpus)));
-        env.push(("BINDER_CPUSET".into(), hwloc_mask(&cpus)));
+    if task.is_bound() {
+        env.push(("BINDER_CPUS".into(), cpu_list(&task.cpus)));
+        env.push(("BINDER_CPUSET".into(), hwloc_mask(&task.cpus)));
         if openmp {
             if get("OMP_NUM_THREADS").is_none() {
-                env.push(("OMP_NUM_THREADS".into(), task.units.len().to_string()));
+                env.push(("OMP_NUM_THREADS".into(), task.places.len().to_string()));
             }
             let places: Vec<String> = task
-                .units
+                .places
                 .iter()
-                .map(|u| {
-                    let pus: Vec<String> = u.pus.iter().map(ToString::to_string).collect();
+                .map(|pus| {
+                    let pus: Vec<String> = pus.iter().map(ToString::to_string).collect();
                     format!("{{{}}}", pus.join(","))
                 })
                 .collect();
@@ -61,13 +108,13 @@ pub fn task_env(
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        env.push(("BINDER_GPUS".into(), list(&task.gpus)));
+        let all: Vec<usize> = task.gpus.iter().map(|(g, _, _)| *g).collect();
+        env.push(("BINDER_GPUS".into(), list(&all)));
         let of = |vendor: Vendor| -> Vec<usize> {
             task.gpus
                 .iter()
-                .map(|&g| &plan.gpus[g])
-                .filter(|gpu| gpu.vendor == vendor)
-                .map(|gpu| gpu.vendor_index)
+                .filter(|(_, v, _)| *v == vendor.to_string())
+                .map(|(_, _, i)| *i)
                 .collect()
         };
         let nvidia = of(Vendor::Nvidia);
@@ -85,12 +132,7 @@ pub fn task_env(
         }
     }
     if !task.nics.is_empty() {
-        let names: Vec<String> = task
-            .nics
-            .iter()
-            .flat_map(|&i| plan.nics[i].names())
-            .collect();
-        env.push(("BINDER_NICS".into(), names.join(",")));
+        env.push(("BINDER_NICS".into(), task.nics.join(",")));
     }
     env
 }

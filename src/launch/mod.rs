@@ -137,6 +137,7 @@ fn prepare(
         }
     }
     let task = &plan.tasks[identity.rank];
+    let view = env::TaskView::of(plan, identity.rank);
     if !unbound {
         bind::bind_cpus(topology, &task.cpuset)?;
     }
@@ -150,14 +151,50 @@ fn prepare(
         };
         bind::bind_memory_local(topology, cpus)?;
     }
+    finish(&view, identity, options, stderr)
+}
+
+/// The last steps shared by both paths: the `--report` line and the task's environment.
+fn finish(
+    view: &env::TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> Result<Vec<(String, String)>, LaunchError> {
     if options.report {
         let launcher = identity
             .launcher
             .map_or_else(|| "none".to_owned(), |l| l.to_string());
-        report::emit(stderr, &report::task_line(plan, identity.rank, &launcher));
+        report::emit(
+            stderr,
+            &format!(
+                "rank {}/{} [{launcher}] {}",
+                identity.rank, identity.size, view.binding
+            ),
+        );
     }
     let get = |name: &str| std::env::var(name).ok();
-    Ok(env::task_env(plan, identity, options.openmp, &get))
+    Ok(env::task_env(view, identity, options.openmp, &get))
+}
+
+/// Binds this process as a cached [`env::TaskView`] says (no hwloc topology: the kernel's
+/// `sched_setaffinity`, read back with `sched_getaffinity`) and execs the command.
+/// `--verbose` and `membind` need the topology, so the caller never comes here with them.
+pub fn run_cached(
+    view: &env::TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> LaunchError {
+    if view.is_bound() {
+        if let Err(e) = bind::bind_cpus_raw(&view.cpus) {
+            return e;
+        }
+    }
+    match finish(view, identity, options, stderr) {
+        Ok(env) => exec(options.command, &env, options.scrub),
+        Err(e) => e,
+    }
 }
 
 /// Replaces this process with the command. std's `exec` is used rather than a raw

@@ -14,7 +14,7 @@ use hwlocality::cpu::cpuset::CpuSet;
 use crate::distribute::Plan;
 
 pub use json::TaskRecord;
-pub use text::task_line;
+pub use text::{task_binding, task_line};
 
 /// Output format of `--dry-run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

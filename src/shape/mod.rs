@@ -516,41 +516,10 @@ pub enum ShapeError {
 }
 
 impl Shape {
-    /// Reads and parses a shape file. Only a regular file (or a pipe such as `<(...)`) of
-    /// at most [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
+    /// Reads and parses a shape file (see [`read_text`]).
     pub fn from_file(path: &Path) -> Result<Shape, ShapeError> {
-        use std::io::Read as _;
-        let shown = path.display().to_string();
-        let read_error = |reason: String| ShapeError::Read {
-            path: shown.clone(),
-            reason,
-        };
-        let meta = std::fs::metadata(path).map_err(|e| read_error(io_reason(&e)))?;
-        if meta.is_dir() {
-            return Err(read_error(
-                "it is a directory; give the YAML file inside it".into(),
-            ));
-        }
-        let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
-        let mut bytes = Vec::new();
-        file.take(MAX_SHAPE_BYTES as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| read_error(io_reason(&e)))?;
-        if bytes.len() > MAX_SHAPE_BYTES {
-            return Err(read_error(format!(
-                "it is larger than {} KiB; a shape is a few lines of YAML",
-                MAX_SHAPE_BYTES / 1024
-            )));
-        }
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
-            ShapeError::Invalid {
-                origin: shown.clone(),
-                location: Some((line, col)),
-                message: "not UTF-8 text; save the shape as UTF-8".into(),
-            }
-        })?;
-        Shape::from_yaml(&text, &shown)
+        let text = read_text(path)?;
+        Shape::from_yaml(&text, &path.display().to_string())
     }
 
     /// Parses shape text; `origin` names it in error messages.
@@ -705,6 +674,43 @@ impl Shape {
     pub fn has_slots(&self) -> bool {
         self.items().iter().any(|r| r.kind == ObjType::Slot)
     }
+}
+
+/// Reads a shape file's text. Only a regular file (or a pipe such as `<(...)`) of at most
+/// [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
+pub fn read_text(path: &Path) -> Result<String, ShapeError> {
+    use std::io::Read as _;
+    let shown = path.display().to_string();
+    let read_error = |reason: String| ShapeError::Read {
+        path: shown.clone(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| read_error(io_reason(&e)))?;
+    if meta.is_dir() {
+        return Err(read_error(
+            "it is a directory; give the YAML file inside it".into(),
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SHAPE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| read_error(io_reason(&e)))?;
+    if bytes.len() > MAX_SHAPE_BYTES {
+        return Err(read_error(format!(
+            "it is larger than {} KiB; a shape is a few lines of YAML",
+            MAX_SHAPE_BYTES / 1024
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+        ShapeError::Invalid {
+            origin: shown.clone(),
+            location: Some((line, col)),
+            message: "not UTF-8 text; save the shape as UTF-8".into(),
+        }
+    })?;
+    Ok(text)
 }
 
 /// An I/O error as a short reason with what to check.

@@ -1,0 +1,370 @@
+//! The node cache: what a launch needs, so that only the first task of a job on a node
+//! pays hwloc's discovery (every other task, and every later job with the same shape and
+//! size, binds from the cache).
+//!
+//! # What is cached, and keyed on what
+//!
+//! One file per (shape, local size, GPUs per task) holds every local rank's
+//! [`TaskView`]: its CPUs, OpenMP places, GPUs, NICs and report text. Its [`Key`] holds
+//! everything that can change the answer, compared in full (never only a hash): the boot
+//! id, the online CPUs, this process's cpuset cgroup and that cgroup's effective CPUs and
+//! memory nodes (the allowed set hwloc would compute), hwloc's and binder's versions, the
+//! shape's bytes, the local size and `--gpus-per-task`. The inherited affinity is *not*
+//! part of it: binder plans over the allowed set, so `taskset -c 0 binder …` hits. These
+//! files are only compared as opaque bytes, never parsed for topology (hwloc remains the
+//! source of truth for that).
+//!
+//! # Where, and why it is safe on a shared node
+//!
+//! `$BINDER_CACHE_DIR`, else `$XDG_RUNTIME_DIR/binder`, else `/dev/shm/binder-UID`, else
+//! `/tmp/binder-UID`. The directory must be this user's, mode 0700, not a symlink; a file
+//! is read only when it is a regular file of this user not writable by others, opened
+//! without following links, at most 16 MiB. So no user can plant a cache another user's
+//! task trusts: each user has their own. Files are written to a temporary name and
+//! renamed, so a reader sees a whole file or none; an unreadable, foreign or corrupt
+//! file is a miss and is rewritten. `BINDER_CACHE=off` turns the cache off.
+//!
+//! Only binder's CLI uses this module, for launches on the host without `--verbose` or
+//! `membind` (both need the hwloc topology itself).
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::launch::env::TaskView;
+
+/// Format version of the cache files; bump it when [`Entry`] changes.
+const FORMAT: u32 = 1;
+/// The largest cache file read.
+const MAX_BYTES: u64 = 16 << 20;
+
+/// Everything the cached answer depends on, compared in full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Key {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// binder's version.
+    pub binder: String,
+    /// hwloc's runtime version.
+    pub hwloc: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot: String,
+    /// `/sys/devices/system/cpu/online`.
+    pub online: String,
+    /// The cpuset cgroup of this process and its effective CPUs and memory nodes.
+    pub cgroup: Vec<String>,
+    /// The shape file's bytes.
+    pub shape: String,
+    /// Local size.
+    pub local_size: usize,
+    /// `--gpus-per-task`.
+    pub gpus_per_task: Option<usize>,
+}
+
+/// One cache file.
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    key: Key,
+    tasks: Vec<TaskView>,
+}
+
+/// Why the cache was not used, or what it did (for `BINDER_CACHE_TRACE=1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The views came from the cache.
+    Hit,
+    /// No usable entry; the reason.
+    Miss(String),
+    /// The cache is off or unusable here; the reason.
+    Off(String),
+}
+
+/// The node cache of this user.
+#[derive(Debug)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// This user's cache directory, created if needed, or why there is none.
+    pub fn open(env: &dyn Fn(&str) -> Option<String>) -> Result<Cache, String> {
+        if env("BINDER_CACHE").is_some_and(|v| ["off", "0", "no", "false"].contains(&v.trim())) {
+            return Err("BINDER_CACHE=off".into());
+        }
+        let uid = euid();
+        let candidates: Vec<PathBuf> = match env("BINDER_CACHE_DIR") {
+            Some(dir) => vec![PathBuf::from(dir)],
+            None => {
+                let mut c = Vec::new();
+                if let Some(run) = env("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+                    c.push(Path::new(&run).join("binder"));
+                }
+                c.push(PathBuf::from(format!("/dev/shm/binder-{uid}")));
+                c.push(PathBuf::from(format!("/tmp/binder-{uid}")));
+                c
+            }
+        };
+        let mut why = String::new();
+        for dir in candidates {
+            let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if !m.is_dir() => why = format!("{} is not a directory", dir.display()),
+                Ok(m) if m.uid() != uid => {
+                    why = format!("{} belongs to uid {}", dir.display(), m.uid())
+                }
+                Ok(m) if m.mode() & 0o077 != 0 => {
+                    why = format!(
+                        "{} is open to others (mode {:o})",
+                        dir.display(),
+                        m.mode() & 0o777
+                    )
+                }
+                Ok(_) => return Ok(Cache { dir }),
+                Err(e) => why = format!("{}: {e}", dir.display()),
+            }
+        }
+        Err(why)
+    }
+
+    /// The directory in use.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &Key) -> PathBuf {
+        self.dir.join(format!("plan-{:016x}.json", key.digest()))
+    }
+
+    /// The views cached for `key`, or why not.
+    pub fn lookup(&self, key: &Key) -> Result<Vec<TaskView>, String> {
+        let path = self.path(key);
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() || meta.uid() != euid() || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is not a private file of this user",
+                path.display()
+            ));
+        }
+        if meta.len() > MAX_BYTES {
+            return Err(format!(
+                "{} is larger than {MAX_BYTES} bytes",
+                path.display()
+            ));
+        }
+        let mut text = String::new();
+        file.take(MAX_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        let entry: Entry = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is corrupt: {e}", path.display()))?;
+        if entry.key != *key {
+            return Err("the node, cgroup, versions or shape changed".into());
+        }
+        if entry.tasks.len() != key.local_size {
+            return Err(format!("{} is inconsistent", path.display()));
+        }
+        Ok(entry.tasks)
+    }
+
+    /// Writes the views for `key`: a temporary file of this process, then a rename.
+    pub fn store(&self, key: &Key, tasks: Vec<TaskView>) -> Result<(), String> {
+        let path = self.path(key);
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{}-{:016x}", std::process::id(), key.digest()));
+        let entry = Entry {
+            key: key.clone(),
+            tasks,
+        };
+        let text = serde_json::to_string(&entry).map_err(|e| e.to_string())?;
+        let write = || -> std::io::Result<()> {
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
+            file.write_all(text.as_bytes())?;
+            fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            format!("{}: {e}", path.display())
+        })
+    }
+}
+
+impl Key {
+    /// The key for a launch on this host, or why the host cannot be keyed (a file that
+    /// says what changes the answer could not be read: then the cache is not used).
+    pub fn for_host(
+        shape: &str,
+        local_size: usize,
+        gpus_per_task: Option<usize>,
+    ) -> Result<Key, String> {
+        let read = |path: &str| {
+            fs::read_to_string(path)
+                .map(|s| s.trim().to_owned())
+                .map_err(|e| format!("{path}: {e}"))
+        };
+        Ok(Key {
+            format: FORMAT,
+            binder: env!("CARGO_PKG_VERSION").to_owned(),
+            hwloc: hwloc_version(),
+            boot: read("/proc/sys/kernel/random/boot_id")?,
+            online: read("/sys/devices/system/cpu/online")?,
+            cgroup: cpuset_cgroup(&read("/proc/self/cgroup")?)?,
+            shape: shape.to_owned(),
+            local_size,
+            gpus_per_task,
+        })
+    }
+
+    /// A stable 64-bit digest (FNV-1a) naming the file; the key itself is compared in full.
+    pub fn digest(&self) -> u64 {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+}
+
+/// The cpuset cgroup lines of `/proc/self/cgroup` (v1 `N:…cpuset…:/path`, v2 `0::/path`)
+/// with the effective CPUs and memory nodes of that cgroup, as opaque text. A cgroup whose
+/// files cannot be read leaves no key (the allowed set would be unknown).
+fn cpuset_cgroup(proc_cgroup: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => continue,
+        };
+        let files: Vec<String> = if controllers.split(',').any(|c| c == "cpuset") {
+            ["cpuset.effective_cpus", "cpuset.effective_mems"]
+                .iter()
+                .map(|f| format!("/sys/fs/cgroup/cpuset{path}/{f}"))
+                .collect()
+        } else if controllers.is_empty() {
+            ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+                .iter()
+                .flat_map(|root| {
+                    ["cpuset.cpus.effective", "cpuset.mems.effective"]
+                        .iter()
+                        .map(move |f| format!("{root}{path}/{f}"))
+                })
+                .filter(|f| Path::new(f).exists())
+                .collect()
+        } else {
+            continue;
+        };
+        out.push(line.to_owned());
+        for file in files {
+            let text = fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+            out.push(format!("{file}={}", text.trim()));
+        }
+    }
+    Ok(out)
+}
+
+fn hwloc_version() -> String {
+    format!("{:#x}", hwlocality::hwloc_api_version())
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(cpus: Vec<usize>) -> TaskView {
+        TaskView {
+            unit: "core".into(),
+            places: vec![cpus.clone()],
+            cpus,
+            gpus: vec![(0, "nvidia".into(), 0)],
+            nics: vec!["ib0".into()],
+            binding: "unit core: core:0 cpus 0-1 mask 0x00000003".into(),
+        }
+    }
+
+    fn key(shape: &str) -> Key {
+        Key {
+            format: FORMAT,
+            binder: "x".into(),
+            hwloc: "2.9.0".into(),
+            boot: "b".into(),
+            online: "0-1".into(),
+            cgroup: vec!["0::/".into()],
+            shape: shape.into(),
+            local_size: 2,
+            gpus_per_task: None,
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("binder-cache-test-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn store_then_lookup_and_what_misses() {
+        let dir = scratch("round");
+        let get = |k: &str| (k == "BINDER_CACHE_DIR").then(|| dir.display().to_string());
+        let cache = Cache::open(&get).unwrap();
+        let views = vec![view(vec![0, 1]), view(vec![2, 3])];
+        cache.store(&key("a"), views.clone()).unwrap();
+        assert_eq!(cache.lookup(&key("a")).unwrap(), views);
+        // A changed shape is another key: a miss.
+        assert!(cache.lookup(&key("b")).is_err());
+        // A corrupt file is a miss, and a store repairs it.
+        fs::write(cache.path(&key("a")), "{not json").unwrap();
+        assert!(cache.lookup(&key("a")).unwrap_err().contains("corrupt"));
+        cache.store(&key("a"), views.clone()).unwrap();
+        assert_eq!(cache.lookup(&key("a")).unwrap(), views);
+        // A file others may write is never trusted.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(cache.path(&key("a")), fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(cache
+            .lookup(&key("a"))
+            .unwrap_err()
+            .contains("not a private file"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_directory_open_to_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("open");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let get = |k: &str| (k == "BINDER_CACHE_DIR").then(|| dir.display().to_string());
+        assert!(Cache::open(&get).unwrap_err().contains("open to others"));
+        let off = |k: &str| (k == "BINDER_CACHE").then(|| "off".to_owned());
+        assert_eq!(Cache::open(&off).unwrap_err(), "BINDER_CACHE=off");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cgroup_lines_name_their_effective_sets() {
+        // Other controllers are not part of the key; an unreadable cpuset cgroup is.
+        let got = cpuset_cgroup("4:memory:/x\n0::/no/such/cgroup\n").unwrap();
+        assert_eq!(got, ["0::/no/such/cgroup"]);
+        assert!(cpuset_cgroup("3:cpuset:/no/such/cgroup\n").is_err());
+        assert_eq!(key("a").digest(), key("a").digest());
+        assert_ne!(key("a").digest(), key("b").digest());
+    }
+}
