@@ -8,7 +8,8 @@
 //! [`TaskView`]: its CPUs, OpenMP places, GPUs, NICs and report text. Its [`Key`] holds
 //! everything that can change the answer, compared in full (never only a hash): the boot
 //! id, the online CPUs, this process's cpuset cgroup and that cgroup's effective CPUs and
-//! memory nodes (the allowed set hwloc would compute), hwloc's and binder's versions, the
+//! memory nodes (the allowed set hwloc would compute), hwloc's and binder's versions (and
+//! the executable's size and time, so a rebuilt binder starts afresh), the
 //! shape's bytes, the local size and `--gpus-per-task`. The inherited affinity is *not*
 //! part of it: binder plans over the allowed set, so `taskset -c 0 binder …` hits. These
 //! files are only compared as opaque bytes, never parsed for topology (hwloc remains the
@@ -46,7 +47,8 @@ const MAX_BYTES: u64 = 16 << 20;
 pub struct Key {
     /// [`FORMAT`].
     pub format: u32,
-    /// binder's version.
+    /// binder's version and this executable's size and modification time, so a rebuilt
+    /// binder never reads what another build planned.
     pub binder: String,
     /// hwloc's runtime version.
     pub hwloc: String,
@@ -217,7 +219,7 @@ impl Key {
         };
         Ok(Key {
             format: FORMAT,
-            binder: env!("CARGO_PKG_VERSION").to_owned(),
+            binder: build_identity(),
             hwloc: hwloc_version(),
             boot: read("/proc/sys/kernel/random/boot_id")?,
             online: read("/sys/devices/system/cpu/online")?,
@@ -273,6 +275,15 @@ fn cpuset_cgroup(proc_cgroup: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// `VERSION SIZE MTIME` of the running executable.
+fn build_identity() -> String {
+    let exe = std::env::current_exe()
+        .and_then(fs::metadata)
+        .map(|m| format!("{} {}.{}", m.len(), m.mtime(), m.mtime_nsec()))
+        .unwrap_or_default();
+    format!("{} {exe}", env!("CARGO_PKG_VERSION"))
 }
 
 fn hwloc_version() -> String {

@@ -4,6 +4,7 @@
 mod common;
 
 mod bad;
+mod cache;
 mod cli;
 mod gpus;
 mod launch;

@@ -1,0 +1,217 @@
+//! The node cache (`src/cache.rs`): a hit launches exactly what a cold run would, every
+//! input of the key makes a miss when it changes, and nothing another user could write
+//! is ever trusted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use binder::cache::{Cache, Key};
+use binder::launch::env::TaskView;
+use binder::shape::Shape;
+use binder::topology::{self, Source};
+
+use crate::common::{
+    all_topologies, binder, prerequisite, root, run, shared, topology as xml_path,
+};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("binder-cache-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Every shared topology, every CPU catalog shape and a few sizes: the views read back
+/// from the cache are the ones computed cold.
+#[test]
+fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
+    let Some(shared) = shared() else { return };
+    let dir = scratch("views");
+    let get = |k: &str| (k == "BINDER_CACHE_DIR").then(|| dir.display().to_string());
+    let cache = Cache::open(&get).unwrap();
+    let shapes = [
+        "cores-packed.yaml",
+        "pus-interleave.yaml",
+        "numa-per-task.yaml",
+        "cores-per-socket-cyclic.yaml",
+        "hybrid-numa-openmp.yaml",
+    ];
+    let mut checked = 0;
+    for name in all_topologies(&shared) {
+        let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), false).unwrap();
+        for file in shapes {
+            let text = std::fs::read_to_string(root().join("shapes").join(file)).unwrap();
+            let shape = Shape::from_yaml(&text, file).unwrap();
+            for n in [1, 2, 3] {
+                let Ok(plan) = binder::plan(&shape, file, &topo, n, None) else {
+                    continue;
+                };
+                let views: Vec<TaskView> = (0..n).map(|r| TaskView::of(&plan, r)).collect();
+                let key = Key {
+                    format: 1,
+                    binder: "test".into(),
+                    hwloc: "test".into(),
+                    boot: name.clone(),
+                    online: String::new(),
+                    cgroup: Vec::new(),
+                    shape: text.clone(),
+                    local_size: n,
+                    gpus_per_task: None,
+                };
+                cache.store(&key, views.clone()).unwrap();
+                assert_eq!(cache.lookup(&key).unwrap(), views, "{name} {file} n={n}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 300, "only {checked} plans");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `binder ARGS -- sh -c 'grep Cpus_allowed_list …; env | grep ^BINDER_'` with the
+/// cache in `dir` and its trace on; returns (what the task printed, the trace lines).
+fn launch(dir: &Path, prefix: &[&str], args: &[&str]) -> (String, String) {
+    let bin = binder();
+    let mut cmd = Command::new(
+        prefix
+            .first()
+            .copied()
+            .unwrap_or(env!("CARGO_BIN_EXE_binder")),
+    );
+    if !prefix.is_empty() {
+        cmd.args(&prefix[1..]).arg(bin.get_program());
+    }
+    cmd.args(args)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status; env | grep ^BINDER_ | sort",
+        ])
+        .current_dir(root())
+        .env("BINDER_CACHE_DIR", dir)
+        .env("BINDER_CACHE_TRACE", "1");
+    for (k, v) in bin.get_envs() {
+        if v.is_none() {
+            cmd.env_remove(k);
+        }
+    }
+    let out: Output = run(&mut cmd, 0);
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn hits_misses_and_repairs_on_this_host() {
+    let dir = scratch("host");
+    let shape = [
+        "--local-rank",
+        "0",
+        "--local-size",
+        "1",
+        "shapes/cores-packed.yaml",
+    ];
+    let (cold, trace) = launch(&dir, &[], &shape);
+    assert!(
+        trace.contains("cache miss") && trace.contains("cache store"),
+        "{trace}"
+    );
+    let (warm, trace) = launch(&dir, &[], &shape);
+    assert!(trace.contains("cache hit"), "{trace}");
+    assert_eq!(warm, cold, "a hit launches what a cold run does");
+    // A narrower inherited affinity is not part of the key: still a hit, same binding.
+    if prerequisite(crate::common::has("taskset"), "taskset") {
+        let (narrow, trace) = launch(&dir, &["taskset", "-c", "0"], &shape);
+        assert!(trace.contains("cache hit"), "{trace}");
+        assert_eq!(narrow, cold);
+    }
+    // Another shape (same file contents but one more rank) is another entry: a miss.
+    let other = [
+        "--local-rank",
+        "0",
+        "--local-size",
+        "1",
+        "shapes/pus-interleave.yaml",
+    ];
+    let (_, trace) = launch(&dir, &[], &other);
+    assert!(trace.contains("cache miss"), "{trace}");
+    // A corrupt file is a miss, then rewritten and a hit again.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        std::fs::write(entry.unwrap().path(), "{torn").unwrap();
+    }
+    let (again, trace) = launch(&dir, &[], &shape);
+    assert!(
+        trace.contains("corrupt") && trace.contains("cache store"),
+        "{trace}"
+    );
+    assert_eq!(again, cold);
+    let (_, trace) = launch(&dir, &[], &shape);
+    assert!(trace.contains("cache hit"), "{trace}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cache directory or file of another user is never read.
+#[test]
+fn another_users_cache_is_never_read() {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n");
+    if !prerequisite(root_user, "root (to create files of another user)") {
+        return;
+    }
+    let dir = scratch("foreign");
+    let shape = ["shapes/cores-packed.yaml"];
+    launch(&dir, &[], &shape);
+    // A planted file of another user (uid 65534, `nobody`), in this user's directory.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    }
+    let (_, trace) = launch(&dir, &[], &shape);
+    assert!(trace.contains("not a private file of this user"), "{trace}");
+    // A directory of another user: the cache is off.
+    let foreign = scratch("foreign-dir");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    let (_, trace) = launch(&foreign, &[], &shape);
+    assert!(
+        trace.contains("cache off") && trace.contains("belongs to uid 65534"),
+        "{trace}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&foreign);
+}
+
+/// A cpuset cgroup with fewer CPUs changes the allowed set: a miss, and the plan follows
+/// the cgroup. Needs root and a writable cgroup v1 cpuset hierarchy or cgroup v2.
+#[test]
+fn a_changed_allowed_cpuset_misses() {
+    let v1 = Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cg = Path::new("/sys/fs/cgroup/cpuset").join(format!("binder-test-{}", std::process::id()));
+    let usable = v1.exists() && cpus >= 2 && std::fs::create_dir(&cg).is_ok();
+    if !prerequisite(usable, "a writable cgroup v1 cpuset hierarchy and 2 CPUs") {
+        return;
+    }
+    std::fs::write(
+        cg.join("cpuset.mems"),
+        std::fs::read_to_string("/sys/fs/cgroup/cpuset/cpuset.mems").unwrap(),
+    )
+    .unwrap();
+    std::fs::write(cg.join("cpuset.cpus"), "1").unwrap();
+    let dir = scratch("cgroup");
+    let shape = ["shapes/cores-packed.yaml"];
+    let (outside, _) = launch(&dir, &[], &shape);
+    let (_, trace) = launch(&dir, &[], &shape);
+    assert!(trace.contains("cache hit"), "{trace}");
+    // The same launch from inside the cgroup (the shell moves itself in, then execs).
+    let script = format!("echo $$ > {}/tasks && exec \"$@\"", cg.display());
+    let (inside, trace) = launch(&dir, &["sh", "-c", &script, "sh"], &shape);
+    let _ = std::fs::remove_dir(&cg);
+    assert!(trace.contains("cache miss"), "{trace}");
+    assert!(inside.contains("Cpus_allowed_list:\t1\n"), "{inside}");
+    assert_ne!(inside, outside);
+    let _ = std::fs::remove_dir_all(&dir);
+}
