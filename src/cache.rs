@@ -111,7 +111,9 @@ impl Cache {
         };
         let mut why = String::new();
         for dir in candidates {
-            let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
+            if fs::symlink_metadata(&dir).is_err() {
+                let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
+            }
             match fs::symlink_metadata(&dir) {
                 Ok(m) if !m.is_dir() => why = format!("{} is not a directory", dir.display()),
                 Ok(m) if m.uid() != uid => {

@@ -66,13 +66,16 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
     let mut got = vec![0u64; words.max(128)];
     // SAFETY: as above, for writing at most `got.len() * 8` bytes.
     let n = unsafe { libc::sched_getaffinity(0, got.len() * 8, got.as_mut_ptr().cast()) };
-    let read: Vec<usize> = if n == 0 {
-        (0..got.len() * 64)
-            .filter(|&c| got[c / 64] >> (c % 64) & 1 == 1)
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut read = Vec::new();
+    if n == 0 {
+        for (w, &word) in got.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                read.push(w * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+    }
     if read != cpus {
         return Err(LaunchError::NotApplied {
             want: cpu_list(cpus),
