@@ -62,11 +62,9 @@ impl Config {
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
             (None, true, true) => Action::DryRun,
-            (None, true, false) => {
-                return Err(Error::Usage(
-                    "--dry-run runs nothing, but a COMMAND follows `--`; drop one of them".into(),
-                ))
-            }
+            // Adding --dry-run to an existing launch line previews it: the command is
+            // shown nothing and never run.
+            (None, true, false) => Action::DryRun,
             (None, false, true) => {
                 return Err(Error::Usage(
                     "no COMMAND to run; put it after `--` (`binder SHAPE -- ./app`), or add --dry-run to see the placement".into(),
@@ -174,8 +172,9 @@ mod tests {
 
     #[test]
     fn contradictions_are_refused() {
-        let e = config(&["binder", "--dry-run", "s.yaml", "--", "app"]).unwrap_err();
-        assert!(e.contains("--dry-run runs nothing"), "{e}");
+        // --dry-run added to a launch line previews it and runs nothing.
+        let c = config(&["binder", "--dry-run", "s.yaml", "--", "app"]).unwrap();
+        assert_eq!(c.action, Action::DryRun);
         let e = config(&["binder", "s.yaml"]).unwrap_err();
         assert!(e.contains("no COMMAND to run"), "{e}");
         let e = config(&["binder", "--synthetic", "core:2", "s.yaml", "--", "app"]).unwrap_err();

@@ -115,9 +115,28 @@ pub struct Identity {
     pub launcher: Option<Launcher>,
     /// `NAME=value` of every variable read, for `--verbose`.
     pub vars: Vec<String>,
+    /// The task's rank in the whole job, when the launcher exports it (for reports).
+    pub global_rank: Option<usize>,
 }
 
 impl Identity {
+    /// How `--report` and `--verbose` name the task, like Open MPI's `--report-bindings`
+    /// and Slurm's `--cpu-bind=verbose`: host, job-wide rank when known, local rank and
+    /// launcher, e.g. `node17 rank 35 (local 3/8) [openmpi]`.
+    pub fn label(&self) -> String {
+        let launcher = self
+            .launcher
+            .map_or_else(|| "none".to_owned(), |l| l.to_string());
+        let host = hostname();
+        match self.global_rank {
+            Some(g) => format!(
+                "{host} rank {g} (local {}/{}) [{launcher}]",
+                self.rank, self.size
+            ),
+            None => format!("{host} local rank {}/{} [{launcher}]", self.rank, self.size),
+        }
+    }
+
     /// The `--verbose` line: which task this is and where that came from.
     pub fn describe(&self) -> String {
         let from = match self.launcher {
@@ -125,8 +144,25 @@ impl Identity {
             None if self.rank_known => "--local-rank/--local-size".to_owned(),
             None => "no launcher and no --local-rank, so rank 0".to_owned(),
         };
-        format!("local rank {}/{} from {from}", self.rank, self.size)
+        format!(
+            "{}: local rank {}/{} from {from}",
+            hostname(),
+            self.rank,
+            self.size
+        )
     }
+}
+
+/// This node's host name (`gethostname`), for report lines; `?` when it cannot be read.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`; gethostname writes at most that.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "?".to_owned();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// A launcher variable that binder cannot trust.
@@ -148,6 +184,19 @@ impl IdentityError {
                 self.message
             ),
         }
+    }
+}
+
+/// Each launcher's variable for the task's rank in the whole job.
+fn global_rank_var(launcher: Launcher) -> &'static str {
+    match launcher {
+        Launcher::OpenMpi => "OMPI_COMM_WORLD_RANK",
+        Launcher::Hydra => "PMI_RANK",
+        Launcher::Mvapich => "MV2_COMM_WORLD_RANK",
+        Launcher::Pals => "PALS_RANKID",
+        Launcher::Jsrun => "JSM_NAMESPACE_RANK",
+        Launcher::Flux => "FLUX_TASK_RANK",
+        Launcher::Slurm => "SLURM_PROCID",
     }
 }
 
@@ -199,12 +248,17 @@ pub fn identify(
             message: "local size 0: a node runs at least one task".into(),
         });
     }
+    // The job-wide rank only labels reports: a malformed one is left out, not an error.
+    let global_rank = launcher
+        .and_then(|l| env.var(global_rank_var(l)))
+        .and_then(|v| v.trim().parse().ok());
     let identity = Identity {
         rank: rank.unwrap_or(0),
         size,
         rank_known: rank.is_some(),
         launcher,
         vars,
+        global_rank,
     };
     if identity.rank >= identity.size {
         let fix = if launcher.is_none() || flag_rank.is_some() {
@@ -489,6 +543,33 @@ mod tests {
         let leaked: &'static str = Box::leak(long.into_boxed_str());
         let e = who(&[("MPI_LOCALRANKID", leaked), ("MPI_LOCALNRANKS", "2")]).unwrap_err();
         assert!(e.len() < 200, "{} characters", e.len());
+    }
+
+    #[test]
+    fn global_ranks_label_reports() {
+        let id = identify(
+            None,
+            None,
+            &env(&[
+                ("SLURM_LOCALID", "1"),
+                ("SLURM_STEP_TASKS_PER_NODE", "2(x4)"),
+                ("SLURM_NODEID", "3"),
+                ("SLURM_PROCID", "7"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!((id.rank, id.global_rank), (1, Some(7)));
+        let id = identify(
+            None,
+            None,
+            &env(&[
+                ("PMI_RANK", "x"),
+                ("MPI_LOCALRANKID", "0"),
+                ("MPI_LOCALNRANKS", "1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(id.global_rank, None);
     }
 
     #[test]

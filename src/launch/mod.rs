@@ -162,16 +162,7 @@ fn finish(
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
     if options.report {
-        let launcher = identity
-            .launcher
-            .map_or_else(|| "none".to_owned(), |l| l.to_string());
-        report::emit(
-            stderr,
-            &format!(
-                "rank {}/{} [{launcher}] {}",
-                identity.rank, identity.size, view.binding
-            ),
-        );
+        report::emit(stderr, &format!("{} {}", identity.label(), view.binding));
     }
     let get = |name: &str| std::env::var(name).ok();
     Ok(env::task_env(view, identity, options.openmp, &get))

@@ -304,6 +304,7 @@ fn launch_child() {
         rank_known: true,
         launcher: None,
         vars: Vec::new(),
+        global_rank: None,
     };
     let command: Vec<std::ffi::OsString> =
         ["sh", "-c", "env | grep -E '^(CUDA|ROCR|ZE|BINDER)_' | sort"]

@@ -199,6 +199,20 @@ fn verbose_under_bind_none_says_the_binding_is_kept() {
     );
 }
 
+/// Adding `--dry-run` to a launch line previews the plan and runs nothing.
+#[test]
+fn dry_run_with_a_command_previews_and_runs_nothing() {
+    let marker = std::env::temp_dir().join(format!("binder-dry-{}", std::process::id()));
+    let out = run(
+        binder()
+            .args(["--dry-run", "shapes/bind-none.yaml", "--", "touch"])
+            .arg(&marker),
+        SUCCESS,
+    );
+    assert!(String::from_utf8(out.stdout).unwrap().contains("rank 0/1"));
+    assert!(!marker.exists());
+}
+
 /// `-v` with `--dry-run` says where the task identity came from, on stderr.
 #[test]
 fn verbose_dry_run_names_the_identity() {
@@ -211,7 +225,10 @@ fn verbose_dry_run_names_the_identity() {
     );
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
-        "binder: local rank 1/2 from openmpi (OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2)\n"
+        format!(
+            "binder: {}: local rank 1/2 from openmpi (OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2)\n",
+            binder::identity::hostname()
+        )
     );
 }
 
@@ -236,9 +253,11 @@ fn report_and_verbose_lines() {
     );
     let err = String::from_utf8(out.stderr).unwrap();
     let lines: Vec<&str> = err.lines().collect();
+    let host = binder::identity::hostname();
     assert!(
-        lines[0]
-            .starts_with("binder: local rank 0/1 from hydra (MPI_LOCALRANKID=0 MPI_LOCALNRANKS=1)"),
+        lines[0].starts_with(&format!(
+            "binder: {host}: local rank 0/1 from hydra (MPI_LOCALRANKID=0 MPI_LOCALNRANKS=1)"
+        )),
         "{err}"
     );
     if host_cores() > 1 {
@@ -250,7 +269,9 @@ fn report_and_verbose_lines() {
     }
     let report = lines.last().unwrap();
     assert!(
-        report.starts_with("binder: rank 0/1 [hydra] unit core: core:"),
+        report.starts_with(&format!(
+            "binder: {host} local rank 0/1 [hydra] unit core: core:"
+        )),
         "{err}"
     );
     assert!(
@@ -266,7 +287,19 @@ fn report_and_verbose_lines() {
     );
     assert!(String::from_utf8(out.stderr)
         .unwrap()
-        .starts_with("binder: rank 0/1 [none] unit core"));
+        .starts_with(&format!("binder: {host} local rank 0/1 [none] unit core")));
+    // With the launcher's job-wide rank, the report names it (Open MPI's and Slurm's style).
+    let out = run(
+        binder()
+            .args(["--report", "shapes/cores-packed.yaml", "--", "true"])
+            .env("OMPI_COMM_WORLD_RANK", "12")
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+            .env("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+        SUCCESS,
+    );
+    assert!(String::from_utf8(out.stderr).unwrap().starts_with(&format!(
+        "binder: {host} rank 12 (local 0/1) [openmpi] unit core"
+    )));
 }
 
 #[test]
