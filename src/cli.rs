@@ -111,6 +111,42 @@ pub struct Cli {
     pub verbose: bool,
 }
 
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generate {
+    /// The man page, roff (`docs/man/binder.1`).
+    Man,
+    /// bash completions.
+    CompleteBash,
+    /// zsh completions.
+    CompleteZsh,
+    /// fish completions.
+    CompleteFish,
+}
+
+/// The man page or completion script `what` asks for, generated from the clap definition
+/// (committed under `docs/man/` and `completions/`; a test checks they are current).
+pub fn generated(what: Generate) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    match what {
+        Generate::Man => {
+            let _ = clap_mangen::Man::new(cmd).render(&mut out);
+        }
+        Generate::CompleteBash => {
+            clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "binder", &mut out)
+        }
+        Generate::CompleteZsh => {
+            clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, "binder", &mut out)
+        }
+        Generate::CompleteFish => {
+            clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, "binder", &mut out)
+        }
+    }
+    out
+}
+
 /// clap's error as one line, without its usage block and tips: binder prints every
 /// refusal as one `binder:` line. clap's tip for a value such as `-1` (`use '-- -1'`) is
 /// wrong for binder, where `--` starts the command, so binder gives its own.
@@ -146,6 +182,13 @@ pub fn one_line(error: &clap::Error) -> String {
 pub enum Action {
     /// Print the JSON Schema of the shape format.
     Schema,
+    /// Print the man page or a shell completion script (for packagers).
+    #[command(hide = true)]
+    Generate {
+        /// What to print.
+        #[arg(value_enum)]
+        what: Generate,
+    },
 }
 
 /// `--format` values.

@@ -61,6 +61,11 @@ impl Config {
         };
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
+            // main answers `generate` before a Config is built; here it prints the schema's
+            // sibling, so treat it as a usage slip.
+            (Some(CliAction::Generate { .. }), _, _) => {
+                return Err(Error::Usage("`generate` is answered by the binder executable".into()))
+            }
             (None, true, true) => Action::DryRun,
             // Adding --dry-run to an existing launch line previews it: the command is
             // shown nothing and never run.

@@ -18,6 +18,11 @@ fn main() {
             std::process::exit(exit_code::REFUSED);
         }
     };
+    if let Some(binder::cli::Action::Generate { what }) = cli.action {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(&binder::cli::generated(what));
+        std::process::exit(exit_code::SUCCESS);
+    }
     let report_env = std::env::var("BINDER_REPORT").ok();
     let result = Config::from_cli(cli, report_env.as_deref()).and_then(|config| {
         binder::run(

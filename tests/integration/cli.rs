@@ -343,3 +343,23 @@ fn readme_help_block_is_current() {
         "README's help block is stale: paste `binder --help` between the markers"
     );
 }
+
+/// The man page and completion scripts are generated from the clap definition and
+/// committed; regenerate them after changing a flag (the message says how).
+#[test]
+fn man_page_and_completions_are_current() {
+    for (what, file) in [
+        ("man", "docs/man/binder.1"),
+        ("complete-bash", "completions/binder.bash"),
+        ("complete-zsh", "completions/_binder"),
+        ("complete-fish", "completions/binder.fish"),
+    ] {
+        let out = run(binder().args(["generate", what]), SUCCESS);
+        let committed = std::fs::read(crate::common::root().join(file)).unwrap();
+        assert!(
+            out.stdout == committed,
+            "{file} is stale: run `cargo run -- generate {what} > {file}`"
+        );
+        assert!(!out.stdout.is_empty());
+    }
+}

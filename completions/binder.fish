@@ -1,0 +1,46 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_binder_global_optspecs
+    string join \n n/dry-run local-rank= local-size= gpus-per-task= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
+end
+
+function __fish_binder_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_binder_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_binder_using_subcommand
+    set -l cmd (__fish_binder_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c binder -n "__fish_binder_needs_command" -l local-rank -d 'This task\'s rank among the tasks of its node (default: from the launcher, else 0)' -r
+complete -c binder -n "__fish_binder_needs_command" -l local-size -d 'Number of tasks on this node (default: from the launcher, else 1)' -r
+complete -c binder -n "__fish_binder_needs_command" -l gpus-per-task -d 'GPUs given to each task; overrides the shape\'s `options.gpus-per-task`' -r
+complete -c binder -n "__fish_binder_needs_command" -l topology -d 'Read the topology from an hwloc XML export instead of this host (dry-run only)' -r -F
+complete -c binder -n "__fish_binder_needs_command" -l synthetic -d 'Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only)' -r
+complete -c binder -n "__fish_binder_needs_command" -s i -l input -d 'hwloc\'s spelling: an XML file if one exists at that path, else a synthetic description' -r
+complete -c binder -n "__fish_binder_needs_command" -l format -d 'Dry-run output format (default: text)' -r -f -a "text\t'Aligned lines for people'
+json\t'One JSON object per rank per line'"
+complete -c binder -n "__fish_binder_needs_command" -l cpuset-output-format -l cof -d 'How the dry-run text form prints cpusets (default: hwloc)' -r -f -a "hwloc\t'hwloc bitmap string, 0x0000000f,,0x00000001'
+list\t'Range list, 0-3,64'
+taskset\t'taskset hex, 0x1000000000000000f'"
+complete -c binder -n "__fish_binder_needs_command" -s n -l dry-run -d 'Print the placement of every local task instead of running anything'
+complete -c binder -n "__fish_binder_needs_command" -l report -d 'Print this task\'s binding on stderr before running it (also BINDER_REPORT=1)'
+complete -c binder -n "__fish_binder_needs_command" -s v -l verbose -d 'Say which launcher and variables gave the task identity, and warn about inherited bindings narrower than the allowed CPUs'
+complete -c binder -n "__fish_binder_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c binder -n "__fish_binder_needs_command" -s V -l version -d 'Print version'
+complete -c binder -n "__fish_binder_needs_command" -a "schema" -d 'Print the JSON Schema of the shape format'
+complete -c binder -n "__fish_binder_needs_command" -a "generate" -d 'Print the man page or a shell completion script (for packagers)'
+complete -c binder -n "__fish_binder_using_subcommand schema" -s h -l help -d 'Print help'
+complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
