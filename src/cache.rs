@@ -17,6 +17,8 @@
 //!
 //! # Where, and why it is safe on a shared node
 //!
+//! The cgroup's files are found through `/proc/self/mountinfo`, as hwloc finds them.
+//!
 //! `$BINDER_CACHE_DIR`, else `$XDG_RUNTIME_DIR/binder`, else `/dev/shm/binder-UID`, else
 //! `/tmp/binder-UID`. The directory must be this user's, mode 0700, not a symlink; a file
 //! is read only when it is a regular file of this user not writable by others, opened
@@ -225,7 +227,7 @@ impl Key {
             hwloc: hwloc_version(),
             boot: read("/proc/sys/kernel/random/boot_id")?,
             online: read("/sys/devices/system/cpu/online")?,
-            cgroup: cpuset_cgroup(&read("/proc/self/cgroup")?)?,
+            cgroup: cpuset_cgroup(&read("/proc/self/cgroup")?, &read("/proc/self/mountinfo")?)?,
             shape: shape.to_owned(),
             local_size,
             gpus_per_task,
@@ -241,10 +243,37 @@ impl Key {
     }
 }
 
-/// The cpuset cgroup lines of `/proc/self/cgroup` (v1 `N:…cpuset…:/path`, v2 `0::/path`)
-/// with the effective CPUs and memory nodes of that cgroup, as opaque text. A cgroup whose
-/// files cannot be read leaves no key (the allowed set would be unknown).
-fn cpuset_cgroup(proc_cgroup: &str) -> Result<Vec<String>, String> {
+/// The cpuset cgroup of this process and that cgroup's effective CPUs and memory nodes,
+/// as opaque text: the lines of `/proc/self/cgroup` for the cpuset controller (v1
+/// `N:…cpuset…:/path`, v2 `0::/path`), and the effective-set files under the mount points
+/// `/proc/self/mountinfo` shows for them (where hwloc finds them too). A cpuset hierarchy
+/// that is mounted but whose files cannot be read leaves no key: the allowed set would be
+/// unknown, so the cache is not used. Where none is mounted (a chroot), hwloc sees no
+/// restriction either, and neither does the key.
+fn cpuset_cgroup(proc_cgroup: &str, mountinfo: &str) -> Result<Vec<String>, String> {
+    // (v2?, mount root inside the hierarchy, mount point)
+    let mut mounts: Vec<(bool, String, String)> = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(root), Some(point), Some(fstype), Some(options)) = (
+            fields.get(3),
+            fields.get(4),
+            fields.get(dash + 1),
+            fields.get(dash + 3),
+        ) else {
+            continue;
+        };
+        match *fstype {
+            "cgroup2" => mounts.push((true, (*root).to_owned(), (*point).to_owned())),
+            "cgroup" if options.split(',').any(|o| o == "cpuset") => {
+                mounts.push((false, (*root).to_owned(), (*point).to_owned()))
+            }
+            _ => {}
+        }
+    }
     let mut out = Vec::new();
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
@@ -252,28 +281,28 @@ fn cpuset_cgroup(proc_cgroup: &str) -> Result<Vec<String>, String> {
             (Some(a), Some(b), Some(c)) => (a, b, c),
             _ => continue,
         };
-        let files: Vec<String> = if controllers.split(',').any(|c| c == "cpuset") {
-            ["cpuset.effective_cpus", "cpuset.effective_mems"]
-                .iter()
-                .map(|f| format!("/sys/fs/cgroup/cpuset{path}/{f}"))
-                .collect()
-        } else if controllers.is_empty() {
-            ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
-                .iter()
-                .flat_map(|root| {
-                    ["cpuset.cpus.effective", "cpuset.mems.effective"]
-                        .iter()
-                        .map(move |f| format!("{root}{path}/{f}"))
-                })
-                .filter(|f| Path::new(f).exists())
-                .collect()
-        } else {
+        let v2 = controllers.is_empty();
+        if !v2 && !controllers.split(',').any(|c| c == "cpuset") {
             continue;
-        };
+        }
         out.push(line.to_owned());
-        for file in files {
-            let text = fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
-            out.push(format!("{file}={}", text.trim()));
+        let names: [&str; 2] = if v2 {
+            ["cpuset.cpus.effective", "cpuset.mems.effective"]
+        } else {
+            ["cpuset.effective_cpus", "cpuset.effective_mems"]
+        };
+        for (_, root, point) in mounts.iter().filter(|(m2, _, _)| *m2 == v2) {
+            let inner = path.strip_prefix(root.as_str()).unwrap_or(path);
+            let dir = format!("{point}/{}", inner.trim_start_matches('/'));
+            // cgroup v2 without the cpuset controller enabled has no such files: no limit.
+            if v2 && !Path::new(&dir).join(names[0]).exists() {
+                continue;
+            }
+            for name in names {
+                let file = format!("{}/{name}", dir.trim_end_matches('/'));
+                let text = fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+                out.push(format!("{file}={}", text.trim()));
+            }
         }
     }
     Ok(out)
@@ -373,10 +402,24 @@ mod tests {
 
     #[test]
     fn cgroup_lines_name_their_effective_sets() {
-        // Other controllers are not part of the key; an unreadable cpuset cgroup is.
-        let got = cpuset_cgroup("4:memory:/x\n0::/no/such/cgroup\n").unwrap();
-        assert_eq!(got, ["0::/no/such/cgroup"]);
-        assert!(cpuset_cgroup("3:cpuset:/no/such/cgroup\n").is_err());
+        let mounts = "34 31 0:31 / /no/such/cpuset rw,relatime - cgroup cgroup rw,cpuset\n\
+                      35 31 0:32 / /no/such/cpu rw - cgroup cgroup rw,cpu\n";
+        // Other controllers are not part of the key.
+        assert_eq!(
+            cpuset_cgroup("4:memory:/x\n", mounts).unwrap(),
+            Vec::<String>::new()
+        );
+        // A mounted cpuset hierarchy whose files cannot be read: no key.
+        let e = cpuset_cgroup("3:cpuset:/job\n", mounts).unwrap_err();
+        assert!(
+            e.contains("/no/such/cpuset/job/cpuset.effective_cpus"),
+            "{e}"
+        );
+        // Not mounted where this process can see (a chroot): the line alone.
+        assert_eq!(
+            cpuset_cgroup("3:cpuset:/job\n", "").unwrap(),
+            ["3:cpuset:/job"]
+        );
         assert_eq!(key("a").digest(), key("a").digest());
         assert_ne!(key("a").digest(), key("b").digest());
     }
