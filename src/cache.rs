@@ -165,7 +165,7 @@ impl Cache {
                 path.display()
             ));
         }
-        let mut text = String::new();
+        let mut text = String::with_capacity(meta.len() as usize + 1);
         file.take(MAX_BYTES)
             .read_to_string(&mut text)
             .map_err(|e| e.to_string())?;
@@ -216,11 +216,7 @@ impl Key {
         local_size: usize,
         gpus_per_task: Option<usize>,
     ) -> Result<Key, String> {
-        let read = |path: &str| {
-            fs::read_to_string(path)
-                .map(|s| s.trim().to_owned())
-                .map_err(|e| format!("{path}: {e}"))
-        };
+        let read = |path: &str| read_small(path).map(|s| s.trim().to_owned());
         Ok(Key {
             format: FORMAT,
             binder: build_identity(),
@@ -300,12 +296,22 @@ fn cpuset_cgroup(proc_cgroup: &str, mountinfo: &str) -> Result<Vec<String>, Stri
             }
             for name in names {
                 let file = format!("{}/{name}", dir.trim_end_matches('/'));
-                let text = fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+                let text = read_small(&file)?;
                 out.push(format!("{file}={}", text.trim()));
             }
         }
     }
     Ok(out)
+}
+
+/// A small kernel file in one `read`: procfs and sysfs report size 0, and growing a buffer
+/// from nothing costs a syscall per doubling on every warm launch.
+fn read_small(path: &str) -> Result<String, String> {
+    let mut text = String::with_capacity(16 * 1024);
+    fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(|e| format!("{path}: {e}"))?;
+    Ok(text)
 }
 
 /// `VERSION SIZE MTIME` of the running executable.

@@ -692,7 +692,8 @@ pub fn read_text(path: &Path) -> Result<String, ShapeError> {
         ));
     }
     let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
-    let mut bytes = Vec::new();
+    // Sized from the metadata (capped): one `read` instead of a doubling series.
+    let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_SHAPE_BYTES) + 1);
     file.take(MAX_SHAPE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| read_error(io_reason(&e)))?;
