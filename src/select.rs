@@ -379,7 +379,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             }
             failure.free += 1;
             let mut inner_taken = taken.clone();
-            match self.children(item, path, candidate, &mut inner_taken) {
+            match self.children(item, path, Some(candidate), &mut inner_taken) {
                 Ok(inner) => {
                     // A CPU object is a leaf unless its `with` took CPUs of its own: an
                     // object that only names devices (`socket` with `nic`) is the pool.
@@ -398,29 +398,21 @@ impl<'t, 'd> Selector<'t, 'd> {
                 }
             }
         }
-        let met = match item.count {
-            Count::Exactly(_) => failure.qualified == wanted,
-            Count::All => failure.qualified > 0,
-        };
-        if met {
-            Ok(found)
-        } else {
-            Err(failure)
-        }
+        met(item.count, wanted, found, failure)
     }
 
-    /// Matches every `with` request of `item` inside `candidate`, in order.
+    /// Matches every `with` request of `item` inside `within` (the node when `None`), in
+    /// order.
     fn children(
         &mut self,
         item: &Resource,
         path: &str,
-        candidate: &Candidate<'t, 'd>,
+        within: Option<&Candidate<'t, 'd>>,
         taken: &mut Taken,
     ) -> Result<Found<'t>, Failure> {
         let mut found = Found::default();
         for (i, child) in item.with.iter().enumerate() {
-            let inner =
-                self.request(child, &format!("{path}.with[{i}]"), Some(candidate), taken)?;
+            let inner = self.request(child, &format!("{path}.with[{i}]"), within, taken)?;
             found.leaves.extend(inner.leaves);
             found.slots.extend(inner.slots);
         }
@@ -524,10 +516,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             self.objects(ObjType::Pu).len() + self.devices.gpus.len() + self.devices.nics.len() + 1;
         while failure.qualified < wanted.min(bound) {
             let mut inner_taken = taken.clone();
-            let inner = match within {
-                Some(candidate) => self.children(item, path, candidate, &mut inner_taken),
-                None => self.top_children(item, path, &mut inner_taken),
-            };
+            let inner = self.children(item, path, within, &mut inner_taken);
             match inner {
                 Ok(inner) => {
                     let mut cpus = CpuSet::new();
@@ -557,30 +546,7 @@ impl<'t, 'd> Selector<'t, 'd> {
                 }
             }
         }
-        let met = match item.count {
-            Count::Exactly(_) => failure.qualified == wanted,
-            Count::All => failure.qualified > 0,
-        };
-        if met {
-            Ok(found)
-        } else {
-            Err(failure)
-        }
-    }
-
-    /// [`Self::children`] for a slot at the top of the tree: its parent is the node.
-    fn top_children(
-        &mut self,
-        item: &Resource,
-        path: &str,
-        taken: &mut Taken,
-    ) -> Result<Found<'t>, Failure> {
-        let mut found = Found::default();
-        for (i, child) in item.with.iter().enumerate() {
-            let inner = self.request(child, &format!("{path}.with[{i}]"), None, taken)?;
-            found.leaves.extend(inner.leaves);
-        }
-        Ok(found)
+        met(item.count, wanted, found, failure)
     }
 
     /// The whole binding units (cores, or PUs) that hold any CPU of `set`.
@@ -601,6 +567,19 @@ impl<'t, 'd> Selector<'t, 'd> {
             }
         }
         out
+    }
+}
+
+/// A request's outcome: met when it took exactly `count` objects (`all`: at least one).
+fn met<T>(count: Count, wanted: usize, found: T, failure: Failure) -> Result<T, Failure> {
+    let ok = match count {
+        Count::Exactly(_) => failure.qualified == wanted,
+        Count::All => failure.qualified > 0,
+    };
+    if ok {
+        Ok(found)
+    } else {
+        Err(failure)
     }
 }
 
