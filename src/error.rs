@@ -9,6 +9,18 @@ use crate::select::SelectError;
 use crate::shape::ShapeError;
 use crate::topology::TopologyError;
 
+/// How many characters of a value taken from input a message quotes.
+pub const QUOTE_MAX: usize = 40;
+
+/// `text` cut to at most `max` characters, with `…` where it was cut: every message that
+/// quotes input uses it, so a huge value never makes a huge message.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// Anything that stops binder.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -297,17 +297,10 @@ fn read(
     })
 }
 
-/// A launcher value cut to 40 characters, so a forged one cannot flood the message.
+/// A launcher value cut to [`crate::error::QUOTE_MAX`] characters, so a forged one cannot
+/// flood the message.
 pub(crate) fn clip(value: &str) -> String {
-    clip_to(value, 40)
-}
-
-/// `value` cut to `max` characters, with `…` where it was cut.
-pub(crate) fn clip_to(value: &str, max: usize) -> String {
-    match value.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &value[..at]),
-        None => value.to_owned(),
-    }
+    crate::error::clip(value, crate::error::QUOTE_MAX)
 }
 
 fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, IdentityError> {

@@ -192,7 +192,7 @@ pub fn run_cached(
 /// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
 /// the application starts with default dispositions.
 fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> LaunchError {
-    let program = crate::identity::clip_to(&command[0].to_string_lossy(), 160);
+    let program = crate::error::clip(&command[0].to_string_lossy(), 160);
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..])
         .envs(env.iter().map(|(k, v)| (k, v)));

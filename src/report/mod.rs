@@ -69,18 +69,14 @@ pub fn emit(err: &mut impl Write, text: &str) {
 /// The line [`emit`] writes: `binder: ` + one line of `text` + `\n`.
 pub fn diag_line(text: &str) -> String {
     let text = text.strip_prefix("binder: ").unwrap_or(text);
-    let mut one: String = text
+    let one: String = text
         .trim_end()
         .split('\n')
         .map(str::trim_end)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    if let Some((at, _)) = one.char_indices().nth(MAX_LINE) {
-        one.truncate(at);
-        one.push('…');
-    }
-    format!("binder: {one}\n")
+    format!("binder: {}\n", crate::error::clip(&one, MAX_LINE))
 }
 
 /// The OS numbers of a cpuset, ascending.

@@ -428,7 +428,7 @@ impl<'de> Deserialize<'de> for Count {
                 } else {
                     Err(E::custom(format!(
                         "`count: {}` is not a count{}; use a count of 1 or more, or `all`",
-                        validate::clip(s, 40),
+                        validate::clip(s, crate::error::QUOTE_MAX),
                         validate::did_you_mean(s, &["all"])
                     )))
                 }

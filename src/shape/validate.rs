@@ -39,7 +39,7 @@ pub(crate) fn keyword<K: Keyword>(text: &str) -> Result<K, String> {
         return Err(format!(
             "unknown {} `{}`; did you mean `{near}`?",
             K::WHAT,
-            clip(text, 40)
+            clip(text, crate::error::QUOTE_MAX)
         ));
     }
     let mut canonical: Vec<&str> = Vec::new();
@@ -52,7 +52,7 @@ pub(crate) fn keyword<K: Keyword>(text: &str) -> Result<K, String> {
     Err(format!(
         "unknown {} `{}`; expected one of {}",
         K::WHAT,
-        clip(text, 40),
+        clip(text, crate::error::QUOTE_MAX),
         backticked(&canonical)
     ))
 }
@@ -107,14 +107,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len()][b.len()]
 }
 
-/// `text` cut to at most `max` characters (with `…`), so a huge value never makes a
-/// huge message.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
-}
+pub(crate) use crate::error::clip;
 
 fn backticked(names: &[&str]) -> String {
     names
@@ -246,7 +239,7 @@ pub(crate) fn explain_serde_message(message: &str) -> String {
         .filter(|(i, _)| i % 2 == 1)
         .map(|(_, s)| s)
         .collect();
-    let field_shown = clip(field, 40);
+    let field_shown = clip(field, crate::error::QUOTE_MAX);
     // `- core: 2` is the README's shorthand in prose, not the format: say how to write it.
     let is_type = <crate::shape::ObjType as Keyword>::SPELLINGS
         .iter()
