@@ -84,21 +84,13 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
         if class != 0x03 && class != 0x12 {
             continue;
         }
-        let key = (
-            attr.domain(),
-            attr.bus_id(),
-            attr.bus_device(),
-            attr.function(),
-        );
-        let busid = format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3);
-        let ancestor = pci.first_non_io_ancestor();
-        let locality = ancestor
-            .and_then(TopologyObject::cpuset)
-            .map(|s| s.clone_target())
-            .unwrap_or_default();
-        let attached_to = ancestor.map_or_else(|| "machine:0".into(), object_label);
-        let pci_model = info(pci, "PCIDevice")
-            .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id()));
+        let PciPlace {
+            key,
+            busid,
+            model: pci_model,
+            locality,
+            attached_to,
+        } = PciPlace::of(pci, attr);
         let partitions = partitions(pci);
         if partitions.is_empty() {
             let gpu = Gpu {
@@ -146,6 +138,46 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
             }
         })
         .collect()
+}
+
+/// Where a PCI device is, as GPU and NIC discovery both need it.
+pub(crate) struct PciPlace {
+    /// Its address, sortable.
+    pub key: PciKey,
+    /// `domain:bus:device.function`.
+    pub busid: String,
+    /// Marketing name from the PCI database, else `vendor:device` in hex.
+    pub model: String,
+    /// The cpuset of its first non-I/O ancestor.
+    pub locality: CpuSet,
+    /// That ancestor as `type:index`.
+    pub attached_to: String,
+}
+
+impl PciPlace {
+    pub(crate) fn of(
+        pci: &TopologyObject,
+        attr: &hwlocality::object::attributes::PCIDeviceAttributes,
+    ) -> PciPlace {
+        let key = (
+            attr.domain(),
+            attr.bus_id(),
+            attr.bus_device(),
+            attr.function(),
+        );
+        let ancestor = pci.first_non_io_ancestor();
+        PciPlace {
+            key,
+            busid: format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3),
+            model: info(pci, "PCIDevice")
+                .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id())),
+            locality: ancestor
+                .and_then(TopologyObject::cpuset)
+                .map(|s| s.clone_target())
+                .unwrap_or_default(),
+            attached_to: ancestor.map_or_else(|| "machine:0".into(), object_label),
+        }
+    }
 }
 
 /// A PCI address as a sortable tuple: domain, bus, device, function.

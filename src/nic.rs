@@ -13,7 +13,7 @@ use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
 
-use crate::gpu::{info, object_label, PciKey};
+use crate::gpu::{PciKey, PciPlace};
 use crate::topology::Topology;
 
 /// One network interface of the node.
@@ -59,30 +59,21 @@ pub fn discover(topology: &Topology) -> Vec<Nic> {
         if !is_network_class(attr.class_id()) {
             continue;
         }
-        let key = (
-            attr.domain(),
-            attr.bus_id(),
-            attr.bus_device(),
-            attr.function(),
-        );
-        let ancestor = pci.first_non_io_ancestor();
+        let place = PciPlace::of(pci, attr);
         let os_names = pci
             .io_children()
             .filter(|c| c.object_type() == ObjectType::OSDevice)
             .filter_map(TopologyObject::name)
             .map(|n| n.to_string_lossy().into_owned())
             .collect();
+        let key = place.key;
         let nic = Nic {
             index: 0,
-            busid: format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3),
+            busid: place.busid,
             os_names,
-            model: info(pci, "PCIDevice")
-                .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id())),
-            locality: ancestor
-                .and_then(TopologyObject::cpuset)
-                .map(|s| s.clone_target())
-                .unwrap_or_default(),
-            attached_to: ancestor.map_or_else(|| "machine:0".into(), object_label),
+            model: place.model,
+            locality: place.locality,
+            attached_to: place.attached_to,
         };
         found.push((key, nic));
     }
