@@ -446,34 +446,23 @@ impl<'t, 'd> Selector<'t, 'd> {
         if item.with.is_empty() {
             // Equal packed parts of the parent's free units (SEMANTICS §10).
             let unit = self.unit;
-            let units: Vec<&'t TopologyObject> = match within {
-                // The units inside a CPU parent, or the one enclosing a parent smaller
-                // than a unit (a PU under unit core).
-                Some(Candidate::Cpu(obj, _)) => {
-                    let inside = self.topology.objects_inside(unit, obj);
-                    if inside.is_empty() {
-                        self.objects(unit)
-                            .iter()
-                            .copied()
-                            .filter(|u| {
-                                u.cpuset().is_some_and(|s| {
-                                    scope.as_ref().is_some_and(|w| s.intersects(w))
-                                })
-                            })
-                            .collect()
-                    } else {
-                        inside
-                    }
-                }
-                _ => self
-                    .objects(unit)
+            // The units inside a CPU parent (its subtree); else, and for a parent smaller
+            // than a unit (a PU under unit core), the units meeting the scope.
+            let inside = match within {
+                Some(Candidate::Cpu(obj, _)) => self.topology.objects_inside(unit, obj),
+                _ => Vec::new(),
+            };
+            let units: Vec<&'t TopologyObject> = if inside.is_empty() {
+                self.objects(unit)
                     .iter()
                     .copied()
                     .filter(|u| {
                         u.cpuset()
                             .is_some_and(|s| scope.as_ref().is_none_or(|w| s.intersects(w)))
                     })
-                    .collect(),
+                    .collect()
+            } else {
+                inside
             };
             let free: Vec<&'t TopologyObject> = units
                 .iter()

@@ -313,25 +313,17 @@ pub fn distribute(
     if request.locality == Locality::Any {
         if let Some(g) = request.gpus_per_task {
             let need: Vec<usize> = (0..n).filter(|&r| plan.tasks[r].gpus.is_empty()).collect();
-            check_gpu_count(topology, plan.gpus.len(), need.len(), g, origin)?;
-            let cpus: Vec<CpuSet> = need.iter().map(|&r| plan.tasks[r].cpuset.clone()).collect();
             let taken: Vec<usize> = plan.tasks.iter().flat_map(|t| t.gpus.clone()).collect();
             let free: Vec<usize> = (0..plan.gpus.len())
                 .filter(|g| !taken.contains(g))
                 .collect();
+            // The GPUs left after slots took theirs (all of them without slots).
+            check_gpu_count(topology, free.len(), need.len(), g, origin)?;
+            let cpus: Vec<CpuSet> = need.iter().map(|&r| plan.tasks[r].cpuset.clone()).collect();
             let localities: Vec<CpuSet> = free
                 .iter()
                 .map(|&i| plan.gpus[i].locality.clone())
                 .collect();
-            if free.len() < need.len() * g {
-                return Err(too_few_gpus(
-                    topology,
-                    plan.gpus.len(),
-                    need.len(),
-                    g,
-                    origin,
-                ));
-            }
             for (&r, mine) in need.iter().zip(devices::follow_cpus(&cpus, &localities, g)) {
                 plan.tasks[r].gpus = mine.into_iter().map(|i| free[i]).collect();
             }
