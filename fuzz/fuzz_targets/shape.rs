@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match Shape::from_yaml(text, "f.yaml") {
         Ok(shape) => {
-            let again = serde_yaml::to_string(&shape).expect("a parsed shape serializes");
+            let again = yaml_serde::to_string(&shape).expect("a parsed shape serializes");
             let back = Shape::from_yaml(&again, "again.yaml").expect("a serialized shape parses");
             assert_eq!(back, shape, "round trip changed the shape");
         }

@@ -302,7 +302,7 @@ proptest! {
     #[test]
     fn shapes_survive_serialize_then_parse(m in model()) {
         let shape = Shape::from_yaml(&m.yaml(), "p.yaml").unwrap();
-        let text = serde_yaml::to_string(&shape).unwrap();
+        let text = yaml_serde::to_string(&shape).unwrap();
         prop_assert_eq!(Shape::from_yaml(&text, "again.yaml").unwrap(), shape);
     }
 }

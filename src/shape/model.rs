@@ -1,0 +1,208 @@
+//! The shape's data model: the structs serde reads a shape into, and the questions later
+//! stages ask of a parsed shape.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::num::NonZeroU32;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::validate;
+use super::{Bind, Count, Membind, ObjType, Pattern};
+
+/// A placement request: binding options plus the tree of resources to draw CPUs from.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    /// Format version; only 1 exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Version>,
+    /// How the selected resources are turned into per-task bindings.
+    #[serde(default, skip_serializing_if = "Options::is_default")]
+    pub options: Options,
+    /// The resources to select, matched greedily in hwloc logical order. At least one item.
+    #[serde(deserialize_with = "non_empty_resources")]
+    #[schemars(length(min = 1))]
+    pub resources: Vec<Resource>,
+}
+
+/// Options that apply to the whole shape.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Options {
+    /// Binding unit (core, pu, process = pu, none) or GPU locality (gpu-local, gpu-remote).
+    /// Without it the unit is the finest of core/pu named in `resources`, else core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<Bind>,
+    /// How the pool of units is dealt to the local tasks (default packed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// Reverse the pool before dealing it (default false).
+    #[serde(
+        default,
+        deserialize_with = "reverse_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reverse: Option<bool>,
+    /// GPUs given to each task: task r gets GPUs g·r … g·r+g−1 in PCI bus order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_task: Option<NonZeroU32>,
+    /// Also export OMP_NUM_THREADS, OMP_PLACES and OMP_PROC_BIND for the task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub openmp: bool,
+    /// `local` binds memory to the NUMA nodes of the task's CPUs; `none` leaves it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Membind>,
+}
+
+impl Options {
+    fn is_default(&self) -> bool {
+        *self == Options::default()
+    }
+}
+
+/// One request: `count` objects of `type`, each satisfying its nested `with` requests.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// Object type, case-insensitive; aliases such as `socket` (package) and `process` (pu).
+    #[serde(rename = "type")]
+    pub kind: ObjType,
+    /// How many objects: a whole number from 1, or `all` (every object that qualifies,
+    /// at least one). Default 1.
+    #[serde(default, skip_serializing_if = "Count::is_one")]
+    pub count: Count,
+    /// Requests matched inside each object of this item (by cpuset containment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<Resource>,
+    /// Same as `options.pattern`; every place that sets it must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// Same as `options.reverse`; every place that sets it must agree.
+    #[serde(
+        default,
+        deserialize_with = "reverse_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reverse: Option<bool>,
+}
+
+/// The shape format version. Only version 1 exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version;
+
+fn reverse_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    let value = bool::deserialize(d)?;
+    validate::agree_reverse(value).map_err(de::Error::custom)?;
+    Ok(Some(value))
+}
+
+fn non_empty_resources<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Resource>, D::Error> {
+    struct NonEmpty;
+    impl<'de> Visitor<'de> for NonEmpty {
+        type Value = Vec<Resource>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of resource items")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                items.push(item);
+            }
+            if items.is_empty() {
+                return Err(de::Error::custom(
+                    "`resources` is empty; list at least one item, for example `- type: core`",
+                ));
+            }
+            Ok(items)
+        }
+    }
+    d.deserialize_seq(NonEmpty)
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match i64::deserialize(d)? {
+            1 => Ok(Version),
+            v => Err(de::Error::custom(format!(
+                "unsupported shape `version: {v}`; this binder reads version 1 (or leave `version` out)"
+            ))),
+        }
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(1)
+    }
+}
+
+impl JsonSchema for Version {
+    fn schema_name() -> Cow<'static, str> {
+        "Version".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"description": "Shape format version; only 1 exists.", "const": 1})
+    }
+}
+
+impl Shape {
+    /// The pattern in force: the one set in `options` or on any item, else packed.
+    pub fn pattern(&self) -> Pattern {
+        self.options
+            .pattern
+            .or_else(|| first_in_tree(&self.resources, &|r| r.pattern))
+            .unwrap_or_default()
+    }
+
+    /// Whether the pool is reversed before dealing.
+    pub fn reverse(&self) -> bool {
+        self.options
+            .reverse
+            .or_else(|| first_in_tree(&self.resources, &|r| r.reverse))
+            .unwrap_or(false)
+    }
+
+    /// Every item of the tree, parents before children, in document order.
+    pub fn items(&self) -> Vec<&Resource> {
+        fn walk<'a>(items: &'a [Resource], out: &mut Vec<&'a Resource>) {
+            for item in items {
+                out.push(item);
+                walk(&item.with, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.resources, &mut out);
+        out
+    }
+
+    /// Whether planning this shape needs the node's GPUs (and so I/O discovery).
+    pub fn needs_gpus(&self) -> bool {
+        matches!(self.options.bind, Some(Bind::GpuLocal | Bind::GpuRemote))
+            || self.options.gpus_per_task.is_some()
+            || self.items().iter().any(|r| r.kind == ObjType::Gpu)
+    }
+
+    /// Whether the shape names a NIC (so NICs are discovered and `BINDER_NICS` is set).
+    pub fn needs_nics(&self) -> bool {
+        self.items().iter().any(|r| r.kind == ObjType::Nic)
+    }
+
+    /// Whether planning needs I/O discovery (GPUs or NICs).
+    pub fn needs_io(&self) -> bool {
+        self.needs_gpus() || self.needs_nics()
+    }
+
+    /// Whether the tree has `slot` items (SEMANTICS §10).
+    pub fn has_slots(&self) -> bool {
+        self.items().iter().any(|r| r.kind == ObjType::Slot)
+    }
+}
+
+fn first_in_tree<T>(items: &[Resource], get: &dyn Fn(&Resource) -> Option<T>) -> Option<T> {
+    items
+        .iter()
+        .find_map(|r| get(r).or_else(|| first_in_tree(&r.with, get)))
+}

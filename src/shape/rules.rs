@@ -1,0 +1,60 @@
+//! Rules that need the whole resource tree, checked after serde has read it.
+
+use super::{Bind, ObjType, Pattern, Resource, Shape};
+
+impl Shape {
+    /// Rules that need the whole tree (SEMANTICS §10): slots stand at one level, never
+    /// inside another slot or a device, and do not mix with GPU localities or interleave.
+    pub(super) fn check_tree(&self) -> Result<(), String> {
+        fn walk(
+            items: &[Resource],
+            path: &str,
+            depth: usize,
+            parent: Option<ObjType>,
+            slot_depth: &mut Option<(usize, String)>,
+        ) -> Result<(), String> {
+            for (i, item) in items.iter().enumerate() {
+                let here = format!("{path}[{i}]");
+                if item.kind == ObjType::Slot {
+                    match parent {
+                        Some(ObjType::Slot) => return Err(format!(
+                            "{here}: a `slot` inside a `slot`; a slot is one task's share, so put hardware (`core`, `pu`, ...) inside it, not another slot"
+                        )),
+                        Some(p) if !p.is_cpu_object() => return Err(format!(
+                            "{here}: a `slot` inside a `{p}`; slots divide CPU objects (`socket`, `numa`, `l3`, ...) or the whole node, so move it up a level"
+                        )),
+                        _ => {}
+                    }
+                    match slot_depth {
+                        Some((d, first)) if *d != depth => return Err(format!(
+                            "{here}: slots at two levels (also at {first}); every task gets one slot, so put all `slot` items at one level of the tree"
+                        )),
+                        Some(_) => {}
+                        None => *slot_depth = Some((depth, here.clone())),
+                    }
+                }
+                walk(
+                    &item.with,
+                    &format!("{here}.with"),
+                    depth + 1,
+                    Some(item.kind),
+                    slot_depth,
+                )?;
+            }
+            Ok(())
+        }
+        let mut slot_depth = None;
+        walk(&self.resources, "resources", 0, None, &mut slot_depth)?;
+        if slot_depth.is_some() {
+            if let Some(bind @ (Bind::GpuLocal | Bind::GpuRemote)) = self.options.bind {
+                return Err(format!(
+                    "`bind: {bind}` with `slot` items: a slot already says where each task runs; put a `type: gpu` item inside the slot's parent (for example `numa` with `gpu` and `slot`) instead"
+                ));
+            }
+            if self.pattern() == Pattern::Interleave {
+                return Err("`pattern: interleave` with `slot` items: slots are dealt whole, so use `packed` (slot after slot) or `scatter` (round robin over the slots' parents)".to_owned());
+            }
+        }
+        Ok(())
+    }
+}
