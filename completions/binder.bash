@@ -22,6 +22,9 @@ _binder() {
             binder,schema)
                 cmd="binder__subcmd__schema"
                 ;;
+            binder,topology)
+                cmd="binder__subcmd__topology"
+                ;;
             *)
                 ;;
         esac
@@ -29,7 +32,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --topology --synthetic --input --format --cof --cpuset-output-format --report --verbose --help --version schema generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --report --verbose --help --version schema topology generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -44,6 +47,18 @@ _binder() {
                     return 0
                     ;;
                 --gpus-per-task)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ge)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ge-topology)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -64,7 +79,7 @@ _binder() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "text json pe rankfile" -- "${cur}"))
                     return 0
                     ;;
                 --cpuset-output-format)
@@ -103,6 +118,36 @@ _binder() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        binder__subcmd__topology)
+            opts="-h --topology --synthetic --ge-topology --reserve --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --topology)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --synthetic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ge-topology)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_binder_global_optspecs
-    string join \n n/dry-run local-rank= local-size= gpus-per-task= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
+    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= ge-topology= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
 end
 
 function __fish_binder_needs_command
@@ -27,11 +27,16 @@ end
 complete -c binder -n "__fish_binder_needs_command" -l local-rank -d 'This task\'s rank among the tasks of its node (default: from the launcher, else 0)' -r
 complete -c binder -n "__fish_binder_needs_command" -l local-size -d 'Number of tasks on this node (default: from the launcher, else 1)' -r
 complete -c binder -n "__fish_binder_needs_command" -l gpus-per-task -d 'GPUs given to each task; overrides the shape\'s `options.gpus-per-task`' -r
+complete -c binder -n "__fish_binder_needs_command" -l ge -d 'A Grid Engine request in qsub\'s words: "-bunit C -bamount 2 -btype host" (OCS 9.1) or "-binding linear:4" (SGE 6.2u5); overrides the shape\'s `options.ge`' -r
+complete -c binder -n "__fish_binder_needs_command" -l reserve -d 'Keep these units from every task (`first-core`, `first-core-per-socket`, `core:0`, `package:1.core:0`, `pu:0-1`); adds to the shape\'s `options.reserve`' -r
+complete -c binder -n "__fish_binder_needs_command" -l ge-topology -d 'Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase units are taken by other jobs (dry-run only)' -r
 complete -c binder -n "__fish_binder_needs_command" -l topology -d 'Read the topology from an hwloc XML export instead of this host (dry-run only)' -r -F
 complete -c binder -n "__fish_binder_needs_command" -l synthetic -d 'Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only)' -r
 complete -c binder -n "__fish_binder_needs_command" -s i -l input -d 'hwloc\'s spelling: an XML file if one exists at that path, else a synthetic description' -r
 complete -c binder -n "__fish_binder_needs_command" -l format -d 'Dry-run output format (default: text)' -r -f -a "text\t'Aligned lines for people'
-json\t'One JSON object per rank per line'"
+json\t'One JSON object per rank per line'
+pe\t'The pe_hostfile fourth column of a Grid Engine request (`0,0:0,1`)'
+rankfile\t'An Open MPI rankfile for the node\'s tasks'"
 complete -c binder -n "__fish_binder_needs_command" -l cpuset-output-format -l cof -d 'How the dry-run text form prints cpusets (default: hwloc)' -r -f -a "hwloc\t'hwloc bitmap string, 0x0000000f,,0x00000001'
 list\t'Range list, 0-3,64'
 taskset\t'taskset hex, 0x1000000000000000f'"
@@ -41,6 +46,12 @@ complete -c binder -n "__fish_binder_needs_command" -s v -l verbose -d 'Say whic
 complete -c binder -n "__fish_binder_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_needs_command" -s V -l version -d 'Print version'
 complete -c binder -n "__fish_binder_needs_command" -a "schema" -d 'Print the JSON Schema of the shape format'
+complete -c binder -n "__fish_binder_needs_command" -a "topology" -d 'Print the node\'s Grid Engine topology string (NSXYCTT...; lowercase = reserved)'
 complete -c binder -n "__fish_binder_needs_command" -a "generate" -d 'Print the man page or a shell completion script (for packagers)'
 complete -c binder -n "__fish_binder_using_subcommand schema" -s h -l help -d 'Print help'
+complete -c binder -n "__fish_binder_using_subcommand topology" -l topology -d 'An hwloc XML export' -r -F
+complete -c binder -n "__fish_binder_using_subcommand topology" -l synthetic -d 'An hwloc synthetic description' -r
+complete -c binder -n "__fish_binder_using_subcommand topology" -l ge-topology -d 'A Grid Engine topology string (rewritten in binder\'s product form)' -r
+complete -c binder -n "__fish_binder_using_subcommand topology" -l reserve -d 'Units to show reserved (`first-core`, `core:0`, ...), besides the site\'s' -r
+complete -c binder -n "__fish_binder_using_subcommand topology" -s h -l help -d 'Print help'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::launch::env::TaskView;
 
 /// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 
@@ -344,6 +344,8 @@ mod tests {
             gpus: vec![(0, "nvidia".into(), 0)],
             nics: vec!["ib0".into()],
             binding: "unit core: core:0 cpus 0-1 mask 0x00000003".into(),
+            ge_env: vec![("GCS_BINDING".into(), "0 1".into())],
+            apply: true,
         }
     }
 

@@ -41,8 +41,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub action: Option<Action>,
 
-    /// The shape file (YAML) describing the placement.
-    #[arg(value_name = "SHAPE", required = true)]
+    /// The shape file (YAML) describing the placement (optional with --ge).
+    #[arg(value_name = "SHAPE", required_unless_present = "ge")]
     pub shape: Option<PathBuf>,
 
     /// The command to run bound, with its arguments, after `--`.
@@ -64,6 +64,26 @@ pub struct Cli {
     /// GPUs given to each task; overrides the shape's `options.gpus-per-task`.
     #[arg(long, value_name = "NUM", help_heading = "Placement options")]
     pub gpus_per_task: Option<usize>,
+
+    /// A Grid Engine request in qsub's words: "-bunit C -bamount 2 -btype host" (OCS 9.1)
+    /// or "-binding linear:4" (SGE 6.2u5); overrides the shape's `options.ge`.
+    #[arg(
+        long,
+        value_name = "SWITCHES",
+        allow_hyphen_values = true,
+        help_heading = "Placement options"
+    )]
+    pub ge: Option<String>,
+
+    /// Keep these units from every task (`first-core`, `first-core-per-socket`,
+    /// `core:0`, `package:1.core:0`, `pu:0-1`); adds to the shape's `options.reserve`.
+    #[arg(long, value_name = "ENTRY", help_heading = "Placement options")]
+    pub reserve: Vec<String>,
+
+    /// Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase
+    /// units are taken by other jobs (dry-run only).
+    #[arg(long, value_name = "STRING", help_heading = "Input topology options", conflicts_with_all = ["topology", "synthetic", "input"])]
+    pub ge_topology: Option<String>,
 
     /// Read the topology from an hwloc XML export instead of this host (dry-run only).
     #[arg(long, value_name = "FILE", help_heading = "Input topology options", conflicts_with_all = ["synthetic", "input"])]
@@ -182,6 +202,8 @@ pub fn one_line(error: &clap::Error) -> String {
 pub enum Action {
     /// Print the JSON Schema of the shape format.
     Schema,
+    /// Print the node's Grid Engine topology string (NSXYCTT...; lowercase = reserved).
+    Topology(TopologyArgs),
     /// Print the man page or a shell completion script (for packagers).
     #[command(hide = true)]
     Generate {
@@ -191,6 +213,23 @@ pub enum Action {
     },
 }
 
+/// Where `binder topology` reads the machine from (this host by default).
+#[derive(Debug, clap::Args)]
+pub struct TopologyArgs {
+    /// An hwloc XML export.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "ge_topology"])]
+    pub topology: Option<PathBuf>,
+    /// An hwloc synthetic description.
+    #[arg(long, value_name = "DESC", conflicts_with = "ge_topology")]
+    pub synthetic: Option<String>,
+    /// A Grid Engine topology string (rewritten in binder's product form).
+    #[arg(long, value_name = "STRING")]
+    pub ge_topology: Option<String>,
+    /// Units to show reserved (`first-core`, `core:0`, ...), besides the site's.
+    #[arg(long, value_name = "ENTRY")]
+    pub reserve: Vec<String>,
+}
+
 /// `--format` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
@@ -198,6 +237,10 @@ pub enum FormatArg {
     Text,
     /// One JSON object per rank per line.
     Json,
+    /// The pe_hostfile fourth column of a Grid Engine request (`0,0:0,1`).
+    Pe,
+    /// An Open MPI rankfile for the node's tasks.
+    Rankfile,
 }
 
 /// `--cpuset-output-format` values (hwloc's names).

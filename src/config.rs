@@ -15,6 +15,8 @@ use crate::topology::Source;
 pub enum Action {
     /// Print the JSON Schema of the shape format.
     Schema,
+    /// Print the node's topology string, these entries reserved (besides the site's).
+    Topology(Vec<String>),
     /// Print the placement instead of running anything.
     DryRun,
     /// Bind this task and exec the command (program first).
@@ -27,7 +29,11 @@ pub struct Config {
     /// What to do.
     pub action: Action,
     /// The shape file (absent only for [`Action::Schema`]).
-    pub shape: PathBuf,
+    pub shape: Option<PathBuf>,
+    /// A Grid Engine request (`--ge`), overriding the shape's `options.ge`.
+    pub ge: Option<String>,
+    /// `--reserve` entries, added to the shape's `options.reserve`.
+    pub reserve: Vec<String>,
     /// Where the topology comes from.
     pub source: Source,
     /// `--local-rank`, which wins over the launcher's.
@@ -49,7 +55,32 @@ pub struct Config {
 impl Config {
     /// Validates `cli`; `report_env` is the value of `BINDER_REPORT`, if set.
     pub fn from_cli(cli: Cli, report_env: Option<&str>) -> Result<Config, Error> {
+        if let Some(CliAction::Topology(t)) = &cli.action {
+            let source = match (&t.topology, &t.synthetic, &t.ge_topology) {
+                (Some(f), _, _) => Source::Xml(f.clone()),
+                (_, Some(d), _) => Source::Synthetic(d.clone()),
+                (_, _, Some(g)) => Source::GeString(g.clone()),
+                _ => Source::Host,
+            };
+            return Ok(Config {
+                action: Action::Topology(t.reserve.clone()),
+                shape: None,
+                ge: None,
+                reserve: Vec::new(),
+                source,
+                local_rank: None,
+                local_size: None,
+                gpus_per_task: None,
+                format: Format::Text,
+                cpuset_format: CpusetFormat::Hwloc,
+                report: false,
+                verbose: false,
+            });
+        }
         let source = match (&cli.topology, &cli.synthetic, &cli.input) {
+            _ if cli.ge_topology.is_some() => {
+                Source::GeString(cli.ge_topology.clone().unwrap_or_default())
+            }
             (Some(f), _, _) => Source::Xml(f.clone()),
             (_, Some(d), _) => Source::Synthetic(d.clone()),
             // hwloc's -i takes either; an existing file wins, as in hwloc-calc, and so does
@@ -61,6 +92,7 @@ impl Config {
         };
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
+            (Some(CliAction::Topology(_)), _, _) => unreachable!("answered above"),
             // main answers `generate` before a Config is built; here it prints the schema's
             // sibling, so treat it as a usage slip.
             (Some(CliAction::Generate { .. }), _, _) => {
@@ -117,14 +149,22 @@ impl Config {
                 "--gpus-per-task must be at least 1; leave it out for no GPUs".into(),
             ));
         }
-        let shape = match (&action, cli.shape) {
-            (Action::Schema, shape) => shape.unwrap_or_default(),
-            (_, Some(shape)) => shape,
-            (_, None) => return Err(Error::Usage("a SHAPE file is required".into())),
-        };
+        if cli.shape.is_none() && cli.ge.is_none() && action != Action::Schema {
+            return Err(Error::Usage(
+                "a SHAPE file is required (or a Grid Engine request with --ge)".into(),
+            ));
+        }
+        if matches!(cli.format, Some(FormatArg::Pe)) && cli.ge.is_none() && cli.shape.is_none() {
+            return Err(Error::Usage(
+                "--format pe needs a Grid Engine request".into(),
+            ));
+        }
+        let shape = cli.shape;
         Ok(Config {
             action,
             shape,
+            ge: cli.ge,
+            reserve: cli.reserve,
             source,
             local_rank: cli.local_rank,
             local_size: cli.local_size,
@@ -132,6 +172,8 @@ impl Config {
             format: match cli.format {
                 None | Some(FormatArg::Text) => Format::Text,
                 Some(FormatArg::Json) => Format::Json,
+                Some(FormatArg::Pe) => Format::Pe,
+                Some(FormatArg::Rankfile) => Format::Rankfile,
             },
             cpuset_format: match cli.cpuset_output_format {
                 None | Some(CofArg::Hwloc) => CpusetFormat::Hwloc,

@@ -45,6 +45,9 @@ pub enum Error {
     /// Identifying, binding or starting the task.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    #[error(transparent)]
+    /// A Grid Engine string, request or reservation.
+    Ge(#[from] crate::ge::GeError),
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),

@@ -19,6 +19,7 @@ pub mod error;
 pub mod exit_code;
 
 pub mod distribute;
+pub mod ge;
 pub mod gpu;
 pub mod identity;
 pub mod launch;
@@ -35,6 +36,7 @@ pub use error::Error;
 
 use config::{Action, Config};
 use distribute::{Locality, Plan, Request};
+use hwlocality::cpu::cpuset::CpuSet;
 use shape::{Bind, Membind, Shape};
 use topology::{Source, Topology};
 
@@ -51,6 +53,10 @@ pub fn load_topology(
 
 /// Plans `shape` for `local_size` tasks on `topology`. `origin` names the shape in errors;
 /// `gpus_per_task` overrides the shape's `options.gpus-per-task`.
+///
+/// Threads taken by other jobs (a topology string's lowercase units) and the shape's
+/// `options.reserve` are never given out: a Grid Engine request (`options.ge`) walks
+/// around them, a YAML shape plans on the topology without them.
 pub fn plan(
     shape: &Shape,
     origin: &str,
@@ -58,25 +64,87 @@ pub fn plan(
     local_size: usize,
     gpus_per_task: Option<usize>,
 ) -> Result<Plan, Error> {
+    let mut tree = topology.ge_tree();
+    ge::reserve::apply(&mut tree, &shape.options.reserve)?;
+    let request = shape
+        .options
+        .ge
+        .as_deref()
+        .map(ge::Request::parse)
+        .transpose()?;
+    let taken = tree.used_pus();
+    let without;
+    let topology = if request.is_none() && !taken.is_empty() {
+        without = topology.without(&taken)?;
+        &without
+    } else {
+        topology
+    };
     let (gpus, nics) = if topology.has_io() {
         (gpu::discover(topology), nic::discover(topology))
     } else {
         (Vec::new(), Vec::new())
     };
-    let unit = unit::choose(shape);
+    let mut unit = unit::choose(shape);
     let devices = select::Devices {
         gpus: &gpus,
         nics: &nics,
     };
-    // Slots are cut from binding units; with `bind: none` they are counted in cores.
-    let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
-    let selection = select::select(topology, devices, &shape.resources, unit_type, origin)?;
+    let mut placed = None;
+    let selection = match &request {
+        Some(request) => {
+            let (placement, seen) = ge::place(&tree, request, local_size)?;
+            let sets: Vec<CpuSet> = placement
+                .tasks
+                .iter()
+                .map(|t| {
+                    let mut set = CpuSet::new();
+                    for pu in ge::pus(&seen, t) {
+                        set.set(pu);
+                    }
+                    set
+                })
+                .collect();
+            unit.unit = if placement.tasks.iter().all(Vec::is_empty) {
+                unit::Unit::None
+            } else if placement.threads {
+                unit::Unit::Pu
+            } else {
+                unit::Unit::Core
+            };
+            unit.rule = unit::Rule::Explicit;
+            placed = Some((request.clone(), placement, seen));
+            select::Selection {
+                picks: Vec::new(),
+                gpus: Vec::new(),
+                nics: Vec::new(),
+                slots: Vec::new(),
+                preset: Some(sets),
+            }
+        }
+        None => {
+            // Slots are cut from binding units; with `bind: none` they are counted in cores.
+            let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
+            let kinds = select::Kinds {
+                default: shape.options.kind,
+                performance: ge::hwloc::performance_pus(topology.hw()),
+            };
+            select::select(
+                topology,
+                devices,
+                &shape.resources,
+                unit_type,
+                &kinds,
+                origin,
+            )?
+        }
+    };
     let locality = match shape.options.bind {
         Some(Bind::GpuLocal) => Locality::GpuLocal,
         Some(Bind::GpuRemote) => Locality::GpuRemote,
         _ => Locality::Any,
     };
-    let request = Request {
+    let request_d = Request {
         unit,
         pattern: shape.pattern(),
         reverse: shape.reverse(),
@@ -84,11 +152,44 @@ pub fn plan(
         gpus_per_task: gpus_per_task.or(shape.options.gpus_per_task.map(|g| g.get() as usize)),
         locality,
     };
-    let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request, origin)?;
+    let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
     plan.levels = distribute::Spans::LEVELS
         .into_iter()
         .filter(|level| shape.items().iter().any(|r| r.kind == *level))
         .collect();
+    // Every task's topology string: its own threads lowercase (SEMANTICS §12).
+    match placed {
+        Some((request, placement, seen)) => {
+            for (r, task) in plan.tasks.iter_mut().enumerate() {
+                let cores = placement.cores.as_ref().map(|c| &c[r][..]);
+                task.ge_topology = ge::job_string(&seen, &placement.tasks[r], cores);
+            }
+            let all: Vec<usize> = placement.tasks.concat();
+            let cores: Option<Vec<usize>> = placement.cores.as_ref().map(|c| c.concat());
+            plan.ge = Some(ge::Summary {
+                request: request.text.clone(),
+                instance: request.instance,
+                job_topology: ge::job_string(&seen, &all, cores.as_deref()),
+                job_cpus: ge::pus(&seen, &all),
+                pe: ge::walk::pe_column(&seen, &all, placement.threads),
+            });
+        }
+        None => {
+            let by_pu: std::collections::HashMap<usize, usize> = tree
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(n, node)| (node.letter == ge::Letter::T).then_some((node.os?, n)))
+                .collect();
+            for task in &mut plan.tasks {
+                let threads: Vec<usize> = report::cpus_of(&task.cpuset)
+                    .iter()
+                    .filter_map(|p| by_pu.get(p).copied())
+                    .collect();
+                task.ge_topology = ge::job_string(&tree, &threads, None);
+            }
+        }
+    }
     Ok(plan)
 }
 
@@ -108,6 +209,37 @@ fn launch_options<'a>(
     }
 }
 
+/// An Open MPI rankfile for the node's tasks: `rank R=HOST slot=S:C,...`, socket and core
+/// numbers logical, cores counted within their socket (Open MPI's default reading). A task
+/// bound to some PUs of a core is given the whole core: rankfiles name cores.
+fn rankfile(topology: &Topology, plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
+    let tree = topology.ge_tree();
+    let cores = ge::walk::numbered_cores(&tree);
+    let host = identity::hostname();
+    for task in &plan.tasks {
+        let mine: Vec<String> = cores
+            .iter()
+            .filter(|&&(core, _, _)| {
+                tree.threads(core)
+                    .iter()
+                    .any(|&t| tree.nodes[t].os.is_some_and(|p| task.cpuset.is_set(p)))
+            })
+            .map(|&(_, socket, core)| format!("{socket}:{core}"))
+            .collect();
+        if mine.is_empty() {
+            writeln!(out, "rank {}={host}", task.local_rank)?;
+        } else {
+            writeln!(
+                out,
+                "rank {}={host} slot={}",
+                task.local_rank,
+                mine.join(",")
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
 /// `err`. A launch that succeeds never returns (the process became the task).
 pub fn run(
@@ -121,10 +253,44 @@ pub fn run(
             .write_all(shape::schema_json().as_bytes())
             .map_err(Error::Output);
     }
+    if let Action::Topology(reserve) = &config.action {
+        let topology = topology::load(&config.source, false)?;
+        let mut tree = topology.ge_tree();
+        let mut entries = ge::reserve::site(&|k| env.var(k))?;
+        entries.extend(reserve.iter().cloned());
+        ge::reserve::apply(&mut tree, &entries)?;
+        return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
+    }
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
-    let origin = config.shape.display().to_string();
-    let text = shape::read_text(&config.shape)?;
-    let shape = Shape::from_yaml(&text, &origin)?;
+    let (origin, text, mut shape) = match &config.shape {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = shape::read_text(path)?;
+            let shape = Shape::from_yaml(&text, &origin)?;
+            (origin, text, shape)
+        }
+        // `--ge` alone: a shape of nothing but the request.
+        None => {
+            let shape = Shape {
+                version: None,
+                options: shape::Options::default(),
+                resources: Vec::new(),
+            };
+            ("--ge".to_owned(), String::new(), shape)
+        }
+    };
+    if let Some(request) = &config.ge {
+        shape.options.ge = Some(request.clone());
+    }
+    // The site's reservation comes first; the shape's adds to it (SEMANTICS §12).
+    let site = ge::reserve::site(&|k| env.var(k))?;
+    shape.options.reserve.splice(0..0, site.iter().cloned());
+    shape.options.reserve.extend(config.reserve.iter().cloned());
+    // What the cache key must cover beyond the shape file.
+    let text = format!(
+        "{text}\n#ge:{:?}\n#reserve:{:?}",
+        shape.options.ge, shape.options.reserve
+    );
     let membind = shape.options.membind == Some(Membind::Local);
     // Launches on the host may bind from the node cache (see `cache`): no discovery.
     let trace = std::env::var("BINDER_CACHE_TRACE").is_ok_and(|v| v == "1");
@@ -200,6 +366,14 @@ pub fn run(
             }
             let ranks = identity.rank_known.then_some([identity.rank]);
             let header = format!("binder --dry-run {origin} on {}", config.source);
+            if config.format == report::Format::Pe && plan.ge.is_none() {
+                return Err(Error::Usage(
+                    "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
+                ));
+            }
+            if config.format == report::Format::Rankfile {
+                return rankfile(&topology, &plan, out).map_err(Error::Output);
+            }
             report::render(
                 &plan,
                 ranks.as_ref().map(|r| &r[..]),

@@ -22,7 +22,7 @@ use hwlocality::object::TopologyObject;
 
 use crate::gpu::{object_label, Gpu};
 use crate::nic::Nic;
-use crate::shape::{Count, ObjType, Resource};
+use crate::shape::{CoreKind, Count, ObjType, Resource};
 use crate::topology::Topology;
 
 /// What the resources tree matched.
@@ -36,6 +36,9 @@ pub struct Selection<'t> {
     pub nics: Vec<usize>,
     /// The task shares, in selection order (parent by parent); empty without `slot` items.
     pub slots: Vec<Slot>,
+    /// Each task's CPUs, when something other than the shape's resources chose them (a
+    /// Grid Engine request): `distribute` then deals nothing.
+    pub preset: Option<Vec<CpuSet>>,
 }
 
 /// One task's share, taken by a `slot` item (SEMANTICS §10).
@@ -99,11 +102,38 @@ pub struct Failure {
     pub inner: Option<Box<Failure>>,
     /// For a slot cut from free units: the unit it counts.
     pub unit: Option<ObjType>,
+    /// The core kind the request is limited to (SEMANTICS §12).
+    pub core_kind: Option<CoreKind>,
+}
+
+/// What `kind: performance|efficiency` needs: the shape's default and the node's
+/// performance PUs (`None`: one kind, every core a performance core).
+#[derive(Debug, Clone, Default)]
+pub struct Kinds {
+    /// `options.kind`.
+    pub default: Option<CoreKind>,
+    /// PUs of hwloc's most performant CPU kind.
+    pub performance: Option<CpuSet>,
+}
+
+impl Kinds {
+    /// Whether an object with CPUs `set` is of `kind`.
+    pub fn is(&self, kind: CoreKind, set: &CpuSet) -> bool {
+        match (&self.performance, kind) {
+            (None, CoreKind::Performance) => true,
+            (None, CoreKind::Efficiency) => false,
+            (Some(p), CoreKind::Performance) => p.includes(set),
+            (Some(p), CoreKind::Efficiency) => !p.intersects(set),
+        }
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = self.kind.hwloc_name();
+        let kind = match self.core_kind {
+            Some(k) => format!("{k} {}", self.kind.hwloc_name()),
+            None => self.kind.hwloc_name().to_owned(),
+        };
         write!(
             f,
             "{} asks for {} {kind} in {}, ",
@@ -123,6 +153,12 @@ impl fmt::Display for Failure {
                 Some(inner) => write!(f, "but only {} fit: {inner}", self.qualified),
                 None => write!(f, "but not one fits"),
             };
+        }
+        if self.total == 0 && self.core_kind.is_some() {
+            return write!(
+                f,
+                "which has no allowed {kind}: hwloc's CPU kinds (`lstopo --cpukinds`) have none there; drop `kind` or run where there are some"
+            );
         }
         if self.total == 0 {
             return write!(
@@ -161,9 +197,11 @@ pub fn select<'t>(
     devices: Devices<'_>,
     resources: &[Resource],
     unit: ObjType,
+    kinds: &Kinds,
     origin: &str,
 ) -> Result<Selection<'t>, SelectError> {
     let mut selector = Selector {
+        kinds,
         topology,
         devices,
         unit,
@@ -186,6 +224,7 @@ pub fn select<'t>(
         slots.extend(found.slots);
     }
     Ok(Selection {
+        preset: None,
         picks,
         gpus: taken.gpus.into_iter().collect(),
         nics: taken.nics.into_iter().collect(),
@@ -194,6 +233,7 @@ pub fn select<'t>(
 }
 
 struct Selector<'t, 'd> {
+    kinds: &'d Kinds,
     topology: &'t Topology,
     devices: Devices<'d>,
     unit: ObjType,
@@ -356,7 +396,17 @@ impl<'t, 'd> Selector<'t, 'd> {
             Some(Candidate::Cpu(obj, _)) => Some(*obj),
             _ => None,
         };
-        let candidates = self.candidates(item.kind, scope.as_ref(), parent);
+        let mut candidates = self.candidates(item.kind, scope.as_ref(), parent);
+        let core_kind = match item.kind {
+            ObjType::Core | ObjType::Pu => item.core_kind.or(self.kinds.default),
+            _ => None,
+        };
+        if let Some(k) = core_kind {
+            candidates.retain(|c| match c {
+                Candidate::Cpu(obj, _) => obj.cpuset().is_some_and(|s| self.kinds.is(k, &s)),
+                _ => true,
+            });
+        }
         let wanted = wanted(item.count);
         let mut failure = Failure {
             path: path.to_owned(),
@@ -368,6 +418,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             qualified: 0,
             inner: None,
             unit: None,
+            core_kind,
         };
         let mut found = Found::default();
         for candidate in &candidates {
@@ -441,6 +492,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             qualified: 0,
             inner: None,
             unit: None,
+            core_kind: None,
         };
         let mut found = Found::default();
         if item.with.is_empty() {
@@ -596,6 +648,7 @@ mod tests {
                 .unit
                 .obj_type()
                 .unwrap_or(ObjType::Core),
+            &Kinds::default(),
             "t.yaml",
         )
         .map(|s| s.picks.iter().map(|o| object_label(o)).collect())
@@ -615,6 +668,7 @@ mod tests {
             Devices::default(),
             &shape.resources,
             unit,
+            &Kinds::default(),
             "t.yaml",
         )
         .map(|s| {

@@ -25,6 +25,9 @@ pub enum Source {
     Xml(PathBuf),
     /// An hwloc synthetic description such as `"pack:2 numa:2 core:8 pu:2"`.
     Synthetic(String),
+    /// A Grid Engine topology string such as `NSXCCccSXCCCC` (SEMANTICS §12): lowercase
+    /// units are taken by other jobs.
+    GeString(String),
 }
 
 impl fmt::Display for Source {
@@ -33,6 +36,11 @@ impl fmt::Display for Source {
             Source::Host => f.write_str("this host"),
             Source::Xml(path) => write!(f, "XML `{}`", path.display()),
             Source::Synthetic(desc) => write!(f, "synthetic \"{desc}\""),
+            Source::GeString(text) => write!(
+                f,
+                "topology string {}",
+                crate::error::clip(text, crate::error::QUOTE_MAX)
+            ),
         }
     }
 }
@@ -42,6 +50,8 @@ pub struct Topology {
     hw: hwlocality::Topology,
     source: Source,
     io: bool,
+    /// The parsed string, for a [`Source::GeString`] (its lowercase threads are taken).
+    ge: Option<crate::ge::Tree>,
 }
 
 /// Why a topology could not be loaded.
@@ -65,6 +75,9 @@ pub enum TopologyError {
         /// hwloc's reason.
         reason: String,
     },
+    /// A topology string that cannot be read.
+    #[error(transparent)]
+    GeString(#[from] crate::ge::GeError),
     /// hwloc could not discover the host.
     #[error("cannot discover this host's topology with hwloc: {0}")]
     Host(String),
@@ -119,7 +132,17 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
             .with_io_type_filter(TypeFilter::KeepAll)
             .map_err(|e| TopologyError::Host(e.to_string()))?;
     }
+    let mut ge = None;
     let builder = match source {
+        Source::GeString(text) => {
+            let tree = crate::ge::Tree::parse(text)?;
+            let xml = crate::ge::hwloc::to_xml(&tree);
+            ge = Some(tree);
+            builder.from_xml(&xml).map_err(|e| TopologyError::Xml {
+                source_desc: source.to_string(),
+                reason: e.to_string(),
+            })?
+        }
         Source::Host => builder
             .without_component("x86")
             .map_err(|e| TopologyError::Host(e.to_string()))?,
@@ -152,7 +175,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
     };
     let hw = builder.build().map_err(|e| match source {
         Source::Host => TopologyError::Host(e.to_string()),
-        Source::Xml(_) => TopologyError::Xml {
+        Source::Xml(_) | Source::GeString(_) => TopologyError::Xml {
             source_desc: source.to_string(),
             reason: e.to_string(),
         },
@@ -165,6 +188,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         hw,
         source: source.clone(),
         io,
+        ge,
     })
 }
 
@@ -197,6 +221,49 @@ fn synthetic_size(desc: &str) -> Result<(), TopologyError> {
 }
 
 impl Topology {
+    /// The node as a Grid Engine tree: threads taken by other jobs (a topology string's
+    /// lowercase units) are marked.
+    pub fn ge_tree(&self) -> crate::ge::Tree {
+        match &self.ge {
+            Some(tree) => {
+                // The XML numbers cores in string order, so logical index = position.
+                let mut tree = tree.clone();
+                let mut core = 0;
+                for node in &mut tree.nodes {
+                    if node.letter.is_core() {
+                        node.os = Some(core);
+                        core += 1;
+                    }
+                }
+                tree
+            }
+            None => crate::ge::hwloc::tree_of(self),
+        }
+    }
+
+    /// The same machine without the PUs `out` (OS numbers): taken by other jobs or
+    /// reserved, as if outside the cgroup (SEMANTICS §3), so no later stage sees them.
+    pub fn without(&self, out: &[usize]) -> Result<Topology, TopologyError> {
+        use hwlocality::topology::editor::RestrictFlags;
+        let mut keep = self.hw.allowed_cpuset().clone_target();
+        for &pu in out {
+            keep.unset(pu);
+        }
+        let mut hw = self.hw.clone();
+        let source_desc = self.source.to_string();
+        hw.edit(|editor| editor.restrict(&keep, RestrictFlags::empty()))
+            .map_err(|e| TopologyError::Xml {
+                source_desc,
+                reason: format!("no PU left after taking out taken and reserved ones ({e})"),
+            })?;
+        Ok(Topology {
+            hw,
+            source: self.source.clone(),
+            io: self.io,
+            ge: self.ge.clone(),
+        })
+    }
+
     /// The hwloc topology itself.
     pub fn hw(&self) -> &hwlocality::Topology {
         &self.hw

@@ -97,6 +97,8 @@ pub struct Task {
     pub slot: Option<usize>,
     /// How many packages, NUMA nodes and L3 caches its cpuset touches.
     pub spans: Spans,
+    /// The node's topology string with this task's units lowercase (SEMANTICS §12).
+    pub ge_topology: String,
 }
 
 /// How many objects of each container level a task's cpuset touches (SEMANTICS §10);
@@ -162,6 +164,8 @@ pub struct Plan {
     /// The container levels the shape selects (package, numa, l3): a task whose cpuset
     /// touches more than one object of such a level is flagged in the text form.
     pub levels: Vec<ObjType>,
+    /// What a Grid Engine request gave the node, when one placed the tasks.
+    pub ge: Option<crate::ge::Summary>,
 }
 
 /// The selection cannot be dealt to the tasks.
@@ -292,6 +296,7 @@ pub fn distribute(
                 nics: Vec::new(),
                 slot: None,
                 spans: Spans::default(),
+                ge_topology: String::new(),
             })
             .collect(),
         unused: Vec::new(),
@@ -300,8 +305,11 @@ pub fn distribute(
         slots: selection.slots.len(),
         unused_slots: Vec::new(),
         levels: Vec::new(),
+        ge: None,
     };
-    if selection.slots.is_empty() {
+    if let Some(preset) = &selection.preset {
+        deal_preset(topology, preset, request, &mut plan);
+    } else if selection.slots.is_empty() {
         deal_pool(topology, selection, request, &mut plan, origin)?;
     } else {
         deal_slots(topology, selection, request, &mut plan, origin)?;
@@ -365,6 +373,26 @@ pub fn distribute(
         };
     }
     Ok(plan)
+}
+
+/// CPUs chosen before distribution (a Grid Engine request): each task's units are the
+/// unit objects holding its CPUs, each with only the CPUs granted (one OpenMP place each).
+fn deal_preset(topology: &Topology, preset: &[CpuSet], request: &Request, plan: &mut Plan) {
+    let Some(unit_type) = request.unit.unit.obj_type() else {
+        return;
+    };
+    let owners = topology.pu_owners(unit_type);
+    for (task, cpus) in plan.tasks.iter_mut().zip(preset) {
+        task.cpuset = cpus.clone();
+        task.units = pool::units_in(&owners, cpus)
+            .into_iter()
+            .map(|u| {
+                let mut unit = UnitObj::of(u);
+                unit.pus.retain(|&p| cpus.is_set(p));
+                unit
+            })
+            .collect();
+    }
 }
 
 /// Without slots: the pool dealt in equal shares, per GPU-locality group (SEMANTICS §4, §9).

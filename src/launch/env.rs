@@ -35,6 +35,17 @@ pub struct TaskView {
     pub nics: Vec<String>,
     /// The `--report` text after `[launcher] `.
     pub binding: String,
+    /// Grid Engine's variables (`GCS_BINDING`, `SGE_BINDING`, ...) when a request placed
+    /// the task.
+    #[serde(default)]
+    pub ge_env: Vec<(String, String)>,
+    /// False for `-binstance env`: the task is told its CPUs but not bound to them.
+    #[serde(default = "yes")]
+    pub apply: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl TaskView {
@@ -59,6 +70,14 @@ impl TaskView {
                 .flat_map(|&i| plan.nics[i].names())
                 .collect(),
             binding: crate::report::task_binding(plan, rank),
+            ge_env: plan
+                .ge
+                .as_ref()
+                .map_or_else(Vec::new, |g| ge_env(g, &cpus_of(&task.cpuset))),
+            apply: plan
+                .ge
+                .as_ref()
+                .is_none_or(|g| g.instance != crate::ge::Instance::Env),
         }
     }
 
@@ -66,6 +85,34 @@ impl TaskView {
     pub fn is_bound(&self) -> bool {
         !self.places.is_empty()
     }
+}
+
+/// Grid Engine's variables (SEMANTICS §12): `GCS_BINDING` (the job's OS PU numbers, space
+/// separated) and `GCS_BINDING_INSTANCE` always; OCS's `SGE_BINDING_INSTANCE`,
+/// `SGE_BINDING_TOPOLOGY` and `SGE_BINDING_CPUSET` too; SGE 6.2u5's `SGE_BINDING` for
+/// `-binstance env`: this task's own CPUs, the ones it is to bind itself to.
+fn ge_env(summary: &crate::ge::Summary, mine: &[usize]) -> Vec<(String, String)> {
+    let list: Vec<String> = summary.job_cpus.iter().map(ToString::to_string).collect();
+    let list = list.join(" ");
+    let instance = summary.instance.name().to_owned();
+    let mut env = vec![
+        ("GCS_BINDING".to_owned(), list.clone()),
+        ("GCS_BINDING_INSTANCE".to_owned(), instance.clone()),
+        ("SGE_BINDING_INSTANCE".to_owned(), instance),
+        (
+            "SGE_BINDING_TOPOLOGY".to_owned(),
+            summary.job_topology.clone(),
+        ),
+        (
+            "SGE_BINDING_CPUSET".to_owned(),
+            hwloc_mask(&summary.job_cpus),
+        ),
+    ];
+    if summary.instance == crate::ge::Instance::Env {
+        let mine: Vec<String> = mine.iter().map(ToString::to_string).collect();
+        env.push(("SGE_BINDING".to_owned(), mine.join(" ")));
+    }
+    env
 }
 
 /// The variables to set for local rank `identity.rank`, in a stable order. `get` reads the
@@ -134,5 +181,6 @@ pub fn task_env(
     if !task.nics.is_empty() {
         env.push(("BINDER_NICS".into(), task.nics.join(",")));
     }
+    env.extend(task.ge_env.iter().cloned());
     env
 }

@@ -138,7 +138,7 @@ fn prepare(
     }
     let task = &plan.tasks[identity.rank];
     let view = env::TaskView::of(plan, identity.rank);
-    if !unbound {
+    if !unbound && view.apply {
         bind::bind_cpus(topology, &task.cpuset)?;
     }
     if options.membind {
@@ -177,7 +177,7 @@ pub fn run_cached(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> LaunchError {
-    if view.is_bound() {
+    if view.is_bound() && view.apply {
         if let Err(e) = bind::bind_cpus_raw(&view.cpus) {
             return e;
         }

@@ -5,13 +5,14 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[]}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC"}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
 //! objects by logical index and `objects_physical` the same by OS index, `gpu_local` says
 //! per GPU whether it is near the task's CPUs, `spans` counts the packages, NUMA nodes
-//! and L3 caches the cpuset touches (SEMANTICS §10). Fields are only ever added;
+//! and L3 caches the cpuset touches (SEMANTICS §10), `ge_topology` is the node's Grid
+//! Engine string with the rank's units lowercase (SEMANTICS §12). Fields are only ever added;
 //! changing one needs a CHANGELOG entry.
 
 use std::io::{self, Write};
@@ -64,6 +65,9 @@ pub struct TaskRecord {
     pub spans: SpansRecord,
     /// The nearest NICs' names (OS devices, else bus ids), when the shape names a NIC.
     pub nics: Vec<String>,
+    /// The node's Grid Engine topology string with this rank's units lowercase and all
+    /// else uppercase (SEMANTICS §12).
+    pub ge_topology: String,
 }
 
 /// `spans` of one rank.
@@ -129,6 +133,7 @@ impl TaskRecord {
                 .iter()
                 .flat_map(|&i| plan.nics[i].names())
                 .collect(),
+            ge_topology: task.ge_topology.clone(),
         }
     }
 }

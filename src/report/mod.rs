@@ -24,6 +24,10 @@ pub enum Format {
     Text,
     /// One JSON object per rank per line (SEMANTICS §7).
     Json,
+    /// The pe_hostfile fourth column of a Grid Engine request.
+    Pe,
+    /// An Open MPI rankfile (written by `lib.rs`, which has the topology).
+    Rankfile,
 }
 
 /// How the text form prints a cpuset (hwloc's `--cpuset-output-format`).
@@ -52,6 +56,8 @@ pub fn render(
     match format {
         Format::Text => text::render(plan, ranks, cpuset_format, header, out),
         Format::Json => json::render(plan, ranks, out),
+        Format::Pe => writeln!(out, "{}", plan.ge.as_ref().map_or("", |g| g.pe.as_str())),
+        Format::Rankfile => Ok(()),
     }
 }
 

@@ -30,9 +30,16 @@ pub(super) fn render(
         1 => ", 1 slot".to_owned(),
         s => format!(", {s} slots"),
     };
+    let ge = plan.ge.as_ref().map_or_else(String::new, |g| {
+        format!(
+            ", Grid Engine \"{}\" (instance {})",
+            g.request,
+            g.instance.name()
+        )
+    });
     writeln!(
         out,
-        "# {header}: {n} task{}, unit {unit} ({}{width}), pattern {}{reverse}{locality}{slots}",
+        "# {header}: {n} task{}, unit {unit} ({}{width}), pattern {}{reverse}{locality}{slots}{ge}",
         if n == 1 { "" } else { "s" },
         plan.unit.rule,
         plan.pattern
@@ -105,6 +112,9 @@ pub(super) fn render(
             .collect();
         if !straddles.is_empty() {
             line.push_str(&format!("  ! spans {}", straddles.join(", ")));
+        }
+        if plan.ge.is_some() {
+            line.push_str(&format!("  ge {}", task.ge_topology));
         }
         writeln!(out, "{}", line.trim_end())?;
     }
@@ -183,6 +193,9 @@ pub fn task_binding(plan: &Plan, rank: usize) -> String {
             .map(|&g| format!("gpu:{g} {}", plan.gpus[g].busid))
             .collect();
         line.push_str(&format!(" {}", busids.join(", ")));
+    }
+    if plan.ge.is_some() {
+        line.push_str(&format!(" ge {}", task.ge_topology));
     }
     line
 }

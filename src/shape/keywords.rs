@@ -172,6 +172,25 @@ impl Keyword for Membind {
         &[("local", Membind::Local), ("none", Membind::None)];
 }
 
+/// Which cores (SEMANTICS §12): hwloc's most performant CPU kind, or the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoreKind {
+    /// Performance cores (Intel P-cores, Arm big cores; every core on a uniform node).
+    Performance,
+    /// Efficiency cores (Intel E-cores, Arm LITTLE cores).
+    Efficiency,
+}
+
+impl Keyword for CoreKind {
+    const WHAT: &'static str = "core kind";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("performance", CoreKind::Performance),
+        ("p", CoreKind::Performance),
+        ("efficiency", CoreKind::Efficiency),
+        ("e", CoreKind::Efficiency),
+    ];
+}
+
 /// Serde, schema and display support shared by the keyword enums.
 macro_rules! keyword_impls {
     ($($ty:ident: $desc:literal),* $(,)?) => {$(
@@ -211,6 +230,7 @@ keyword_impls!(
     ObjType: "Object type (case-insensitive). Aliases: node = machine, socket = package, numanode = numa, l3/l2/l1 = l3cache/l2cache/l1cache, process/thread/hwthread = pu, task = slot (one task's share).",
     Bind: "Binding unit (core, pu = process, none), binding width (package = socket, die, numa, l3cache, l2cache: the whole objects the task's units touch) or GPU locality (gpu-local, gpu-remote).",
     Membind: "Memory binding policy.",
+    CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds.",
 );
 
 impl<'de> Deserialize<'de> for Pattern {

@@ -18,9 +18,10 @@ use std::path::Path;
 
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
-pub use keywords::{Bind, Membind, ObjType, Pattern};
+pub use keywords::{Bind, CoreKind, Membind, ObjType, Pattern};
 pub use model::{Options, Resource, Shape, Version};
 pub use schema::{schema_json, SCHEMA_URL_COMMENT};
+pub(crate) use validate::did_you_mean;
 
 impl Shape {
     /// Reads and parses a shape file (see [`read_text`]).

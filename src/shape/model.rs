@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::validate;
-use super::{Bind, Count, Membind, ObjType, Pattern};
+use super::{Bind, CoreKind, Count, Membind, ObjType, Pattern};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -22,9 +22,13 @@ pub struct Shape {
     /// How the selected resources are turned into per-task bindings.
     #[serde(default, skip_serializing_if = "Options::is_default")]
     pub options: Options,
-    /// The resources to select, matched greedily in hwloc logical order. At least one item.
-    #[serde(deserialize_with = "non_empty_resources")]
-    #[schemars(length(min = 1))]
+    /// The resources to select, matched greedily in hwloc logical order. At least one
+    /// item; may be left out when `options.ge` places the tasks.
+    #[serde(
+        default,
+        deserialize_with = "non_empty_resources",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub resources: Vec<Resource>,
 }
 
@@ -55,6 +59,18 @@ pub struct Options {
     /// `local` binds memory to the NUMA nodes of the task's CPUs; `none` leaves it alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membind: Option<Membind>,
+    /// Only cores of this kind (hwloc's CPU kinds; without kinds every core is a
+    /// performance core): the default for `core` and `pu` items (SEMANTICS §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<CoreKind>,
+    /// Units no task gets: `first-core`, `first-core-per-socket`, or locations such as
+    /// `core:0`, `package:1.core:0`, `pu:0-1` (logical indexes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserve: Vec<String>,
+    /// A Grid Engine request in qsub's words (`-bunit C -bamount 2 -btype host`, or
+    /// `-binding linear:4`); it places the tasks instead of `resources`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ge: Option<String>,
 }
 
 impl Options {
@@ -70,6 +86,9 @@ pub struct Resource {
     /// Object type, case-insensitive; aliases such as `socket` (package) and `process` (pu).
     #[serde(rename = "type")]
     pub kind: ObjType,
+    /// `core`/`pu` items only: only cores of this kind (overrides `options.kind`).
+    #[serde(rename = "kind", default, skip_serializing_if = "Option::is_none")]
+    pub core_kind: Option<CoreKind>,
     /// How many objects: a whole number from 1, or `all` (every object that qualifies,
     /// at least one). Default 1.
     #[serde(default, skip_serializing_if = "Count::is_one")]
@@ -193,6 +212,14 @@ impl Shape {
     /// Whether planning needs I/O discovery (GPUs or NICs).
     pub fn needs_io(&self) -> bool {
         self.needs_gpus() || self.needs_nics()
+    }
+
+    /// The core kind an item asks for: its own, else `options.kind`, for core/pu items.
+    pub fn kind_of(&self, item: &Resource) -> Option<CoreKind> {
+        match item.kind {
+            ObjType::Core | ObjType::Pu => item.core_kind.or(self.options.kind),
+            _ => None,
+        }
     }
 
     /// Whether the tree has `slot` items (SEMANTICS §10).

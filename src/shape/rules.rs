@@ -43,6 +43,19 @@ impl Shape {
             }
             Ok(())
         }
+        if self.resources.is_empty() && self.options.ge.is_none() {
+            return Err("the shape has no `resources`; list at least one item, for example `- type: core`, or give a Grid Engine request in `options.ge`".to_owned());
+        }
+        if let Some(item) = self
+            .items()
+            .into_iter()
+            .find(|r| r.core_kind.is_some() && !matches!(r.kind, ObjType::Core | ObjType::Pu))
+        {
+            return Err(format!(
+                "`kind` on a `{}` item; core kinds apply to `core` and `pu` items (or to every one through `options.kind`)",
+                item.kind
+            ));
+        }
         let mut slot_depth = None;
         walk(&self.resources, "resources", 0, None, &mut slot_depth)?;
         if slot_depth.is_some() {

@@ -55,6 +55,8 @@ pub fn binder() -> Command {
             cmd.env_remove(key);
         }
     }
+    // The machine's own site reservation (/etc/binder/site.yaml) must not change results.
+    cmd.env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml");
     cmd
 }
 

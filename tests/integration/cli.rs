@@ -140,6 +140,7 @@ struct Record {
     slot: Option<usize>,
     spans: SpansRecord,
     nics: Vec<String>,
+    ge_topology: String,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -192,6 +193,8 @@ fn json_contract() {
     );
     assert_eq!((r.slot, r.bind_width.as_deref()), (None, None));
     assert!(r.gpu_local.is_empty() && r.nics.is_empty());
+    // pack:2 core:2 pu:2 is NSCTTCTTSCTTCTT; packed, rank 1 has both cores of package 1.
+    assert_eq!(r.ge_topology, "NSCTTCTTscttctt");
     // unit none: no CPUs, an empty mask as hwloc prints it.
     let text = stdout(&[
         "-n",

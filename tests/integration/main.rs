@@ -6,6 +6,7 @@ mod common;
 mod bad;
 mod cache;
 mod cli;
+mod ge;
 mod gpus;
 mod launch;
 mod oracle;

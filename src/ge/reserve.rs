@@ -1,0 +1,216 @@
+//! Reserved units (OCS `binding_params filter=first_core`, SEMANTICS §12): CPUs no task of
+//! any job gets, named once per shape (`options.reserve`) or per node by the site.
+//!
+//! An entry is `first-core` (the first core of the first socket, OCS's global filter),
+//! `first-core-per-socket`, or an hwloc-calc style location by logical index:
+//! `core:0`, `package:1.core:0`, `pu:0-1`, `numa:1`, `l3:0` (`socket`, `l2` too).
+
+use super::codec::{Letter, Tree};
+use super::GeError;
+
+/// Where the site's reservation lives: a YAML file with `reserve: [ENTRY, ...]`, read by
+/// every binder on the node. `BINDER_SITE_FILE` points elsewhere (tests, modules).
+pub const SITE_FILE: &str = "/etc/binder/site.yaml";
+
+/// The site file's contents.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Entries reserved for every job on the node.
+    #[serde(default)]
+    pub reserve: Vec<String>,
+}
+
+/// Reads the site file (`BINDER_SITE_FILE`, else [`SITE_FILE`]); a missing file reserves
+/// nothing, an unreadable or invalid one is an error (a site that reserved cores must not
+/// silently lose them).
+pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError> {
+    let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(GeError::Reserve {
+                what: path,
+                why: format!("cannot read the site file: {e}"),
+            })
+        }
+    };
+    if text.len() > 64 * 1024 {
+        return Err(GeError::Reserve {
+            what: path,
+            why: "the site file is larger than 64 KiB".into(),
+        });
+    }
+    let site: Site = yaml_serde::from_str(&text).map_err(|e| GeError::Reserve {
+        what: path.clone(),
+        why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
+    })?;
+    Ok(site.reserve)
+}
+
+fn letter_of(word: &str) -> Option<Letter> {
+    Some(match word.to_ascii_lowercase().as_str() {
+        "package" | "socket" | "pack" => Letter::S,
+        "numa" | "numanode" | "node" => Letter::N,
+        "l3" | "l3cache" => Letter::X,
+        "l2" | "l2cache" => Letter::Y,
+        "core" => Letter::C,
+        "pu" | "thread" | "hwthread" => Letter::T,
+        _ => return None,
+    })
+}
+
+fn same(node: Letter, want: Letter) -> bool {
+    node == want || (want == Letter::C && node == Letter::E)
+}
+
+/// The threads (tree indices) one entry names.
+pub fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
+    let bad = |why: String| GeError::Reserve {
+        what: crate::error::clip(entry, crate::error::QUOTE_MAX),
+        why,
+    };
+    let first_core = |scope: Vec<usize>| -> Vec<usize> {
+        scope
+            .into_iter()
+            .filter_map(|s| tree.cores(s).first().copied())
+            .flat_map(|c| tree.threads(c))
+            .collect()
+    };
+    let sockets: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&n| tree.nodes[n].letter == Letter::S)
+        .collect();
+    let whole = || -> Vec<usize> { tree.roots.clone() };
+    match entry.trim() {
+        "first-core" | "first_core" => {
+            let scope = sockets.first().copied().unwrap_or(tree.roots[0]);
+            return Ok(first_core(vec![scope]));
+        }
+        "first-core-per-socket" => {
+            return Ok(first_core(if sockets.is_empty() {
+                vec![tree.roots[0]]
+            } else {
+                sockets
+            }));
+        }
+        _ => {}
+    }
+    let mut scope: Vec<usize> = whole();
+    let mut top = true;
+    for part in entry.trim().split('.') {
+        let (ty, range) = part.split_once(':').ok_or_else(|| {
+            bad("write `first-core`, `first-core-per-socket` or a location like `core:0`, `package:1.core:0`, `pu:0-1`".into())
+        })?;
+        let letter = letter_of(ty).ok_or_else(|| {
+            bad(format!(
+                "`{}` is not package, numa, l3, l2, core or pu",
+                crate::error::clip(ty, 16)
+            ))
+        })?;
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (range, range),
+        };
+        let (a, b) = match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => {
+                return Err(bad(format!(
+                    "`{}` is not an index or a range A-B",
+                    crate::error::clip(range, 16)
+                )))
+            }
+        };
+        // At the top, indexes count over the whole node; after a `.`, inside each object.
+        let groups: Vec<Vec<usize>> = if top {
+            vec![scope.iter().flat_map(|&s| subtree(tree, s)).collect()]
+        } else {
+            scope.iter().map(|&s| subtree(tree, s)).collect()
+        };
+        top = false;
+        let mut next = Vec::new();
+        for group in groups {
+            let inside: Vec<usize> = group
+                .into_iter()
+                .filter(|&n| same(tree.nodes[n].letter, letter))
+                .collect();
+            next.extend(inside.into_iter().skip(a).take(b - a + 1));
+        }
+        if next.is_empty() {
+            return Err(bad(format!("there is no {part} on this node")));
+        }
+        scope = next;
+    }
+    Ok(scope.into_iter().flat_map(|n| tree.threads(n)).collect())
+}
+
+/// `n` and everything under it, in order.
+fn subtree(tree: &Tree, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![n];
+    while let Some(m) = stack.pop() {
+        out.push(m);
+        stack.extend(tree.nodes[m].children.iter().rev());
+    }
+    out
+}
+
+/// Marks every entry's threads taken; returns their OS PU numbers.
+pub fn apply(tree: &mut Tree, entries: &[String]) -> Result<Vec<usize>, GeError> {
+    let mut pus = Vec::new();
+    for entry in entries {
+        for t in resolve(tree, entry)? {
+            tree.nodes[t].used = true;
+            pus.extend(tree.nodes[t].os);
+        }
+    }
+    pus.sort_unstable();
+    pus.dedup();
+    Ok(pus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reserved(topo: &str, entries: &[&str]) -> String {
+        let mut t = Tree::parse(topo).unwrap();
+        apply(
+            &mut t,
+            &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        t.occupancy_string()
+    }
+
+    #[test]
+    fn entries() {
+        // man-global-filter-first_core: the first core of the first socket.
+        assert_eq!(reserved("SCCCCSCCCC", &["first-core"]), "ScCCCSCCCC");
+        assert_eq!(
+            reserved("SCCCCSCCCC", &["first-core-per-socket"]),
+            "ScCCCScCCC"
+        );
+        assert_eq!(
+            reserved("SCTTCTTSCTTCTT", &["package:1.core:1"]),
+            "SCTTCTTSCTTctt"
+        );
+        assert_eq!(reserved("SCTTCTTSCTTCTT", &["pu:0-1"]), "ScttCTTSCTTCTT");
+        assert_eq!(reserved("SCTTCTTSCTTCTT", &["core:3"]), "SCTTCTTSCTTctt");
+        assert_eq!(reserved("NSXCCNSXCC", &["numa:1"]), "NSXCCnsxcc");
+    }
+
+    #[test]
+    fn bad_entries() {
+        let t = Tree::parse("SCCSCC").unwrap();
+        for (e, why) in [
+            ("core:9", "no core:9"),
+            ("cpu:1", "not package"),
+            ("core", "write `first-core`"),
+            ("core:2-1", "not an index"),
+        ] {
+            let m = resolve(&t, e).unwrap_err().to_string();
+            assert!(m.contains(why), "{e}: {m}");
+        }
+    }
+}
