@@ -242,10 +242,12 @@ impl Request {
                     packed.host = match value()? {
                         "host" => true,
                         "slot" => false,
-                        v => return Err(bad(format!(
+                        v => {
+                            return Err(bad(format!(
                             "`-btype {}`: use `slot` (units per task) or `host` (units per node)",
                             crate::error::clip(v, 10)
-                        ))),
+                        )))
+                        }
                     }
                 }
                 "-bstrategy" => {

@@ -647,3 +647,288 @@ fn binstance_env_leaves_affinity_alone() {
     );
     assert_eq!(text.lines().nth(1).unwrap(), "set");
 }
+
+/// `binder topology` of a shared XML.
+fn topology_string(xml: &std::path::Path) -> String {
+    let out = run(binder().arg("topology").arg("--topology").arg(xml), 0);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Topology strings written by hand from each machine's description (lstopo, vendor
+/// documentation): letters where hwloc attaches them, E for hwloc's less efficient kinds.
+#[test]
+fn topology_strings_of_shared_nodes() {
+    let Some(shared) = shared() else { return };
+    let r = |unit: &str, n: usize| unit.repeat(n);
+    // EPYC 9654: per socket 12 CCDs (L3) of 8 SMT2 cores with private L2; NPS1.
+    let genoa_socket = format!("SN{}", r(&format!("X{}", r("YCTT", 8)), 12));
+    // KNL 7250 SNC4: 34 tiles (L2 pairs) of 4-thread cores, 9+9+8+8 tiles per quadrant
+    // (MCDRAM nodes share their quadrant's N).
+    let knl_quadrant = |tiles: usize| format!("N{}", r("YCTTTTCTTTT", tiles));
+    let knl = format!(
+        "S{}{}{}{}",
+        knl_quadrant(9),
+        knl_quadrant(9),
+        knl_quadrant(8),
+        knl_quadrant(8)
+    );
+    // POWER9 sierra: 4-thread cores in pairs sharing L2 and L3; 22 + 20 cores enabled.
+    let pair = "XYCTTTTCTTTT";
+    let single = "XYCTTTT";
+    let sierra = format!(
+        "NS{}NS{}{}{}{}{}",
+        r(pair, 11),
+        r(pair, 2),
+        single,
+        r(pair, 4),
+        single,
+        r(pair, 4)
+    );
+    let cases = [
+        // i7-1370P: 6 hyper-threaded P-cores, then two clusters of 4 E-cores sharing L2.
+        (
+            "raptorlake-i7-1370p-hybrid.xml",
+            format!("SNX{}{}", r("YCTT", 6), r("YEEEE", 2)),
+        ),
+        (
+            "raptorlake-i7-1370p-hybrid-sysfs.xml",
+            format!("SNX{}{}", r("YCTT", 6), r("YEEEE", 2)),
+        ),
+        // Lakefield: 4 Tremont E-cores sharing an L2, one Sunny Cove P-core.
+        ("lakefield-hybrid-1p4e.xml", "SNXYEEEEYC".to_owned()),
+        // GB10: two clusters of 5 Cortex-A725 then 5 Cortex-X925, each core its own L2.
+        (
+            "gb10-arm-hybrid-20c.xml",
+            format!("SN{}", r(&format!("X{}{}", r("YE", 5), r("YC", 5)), 2)),
+        ),
+        ("epyc9654-genoa-2s-192c-smt2.xml", r(&genoa_socket, 2)),
+        ("knl7250-snc4-flat-68c-smt4-8numa.xml", knl),
+        ("power9-sierra-2s-44c-smt4-4v100-gpunuma.xml", sierra),
+        // Opteron 6272 in a cgroup: only 6 cores of package 0 allowed, 4 under the first
+        // L3 (its NUMA node attached there), 2 under the second.
+        (
+            "opteron-4s-8numa-cgroup-disallowed.xml",
+            format!("SXN{}XN{}", r("YC", 4), r("YC", 2)),
+        ),
+        // Skylake 2×18 SMT2, one machine-wide NUMA node.
+        (
+            "skylake-2s-36c-smt2.xml",
+            format!("N{}", r(&format!("SX{}", r("YCTT", 18)), 2)),
+        ),
+        // SPR 8480 SNC4: per socket one L3 and four NUMA nodes of 14 cores.
+        (
+            "spr8480-2s-112c-smt2-snc4-4h100.xml",
+            r(&format!("SX{}", r(&format!("N{}", r("YCTT", 14)), 4)), 2),
+        ),
+    ];
+    for (name, want) in cases {
+        let got = topology_string(&crate::common::topology(&shared, name));
+        assert_eq!(got, want, "{name}");
+    }
+    // Every shared topology gives a string that reads back (and has one T per PU).
+    for name in crate::common::all_topologies(&shared) {
+        let xml = crate::common::topology(&shared, &name);
+        let s = topology_string(&xml);
+        let tree = Tree::parse(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let pus = crate::common::hwloc_calc_lines(&xml, &["--number-of", "pu", "all"], &[]);
+        let threads = tree.nodes.iter().filter(|n| n.letter == Letter::T).count();
+        assert_eq!(threads.to_string(), pus[0], "{name}: {s}");
+    }
+}
+
+/// `kind: performance|efficiency` against `hwloc-calc --cpukind N`: the P-kinds are the
+/// most efficient-ranked kind and those of its maximum frequency (hand-read from each
+/// XML's <cpukind> list).
+#[test]
+fn core_kinds_match_hwloc_calc() {
+    let Some(shared) = shared() else { return };
+    if !crate::common::require_tool("hwloc-calc", "hwloc-calc (Debian's hwloc)") {
+        return;
+    }
+    for (name, p_kinds, e_kinds) in [
+        ("raptorlake-i7-1370p-hybrid.xml", &[1][..], &[0][..]),
+        ("lakefield-hybrid-1p4e.xml", &[1][..], &[0][..]),
+        ("gb10-arm-hybrid-20c.xml", &[2, 3, 4][..], &[0, 1][..]),
+    ] {
+        let xml = crate::common::topology(&shared, name);
+        let union = |kinds: &[usize]| -> Vec<usize> {
+            let mut all = Vec::new();
+            for k in kinds {
+                let line = crate::common::hwloc_calc_lines(
+                    &xml,
+                    &["--cpukind", &k.to_string(), "all"],
+                    &[],
+                );
+                all.extend(crate::common::parse_hwloc_mask(&line[0]));
+            }
+            all.sort_unstable();
+            all
+        };
+        for (kind, want) in [
+            ("performance", union(p_kinds)),
+            ("efficiency", union(e_kinds)),
+        ] {
+            let dir = tempdir();
+            let shape = dir.join("kind.yaml");
+            std::fs::write(
+                &shape,
+                format!("options: {{kind: {kind}}}\nresources: [{{type: pu, count: all}}]\n"),
+            )
+            .unwrap();
+            let out = run(
+                binder()
+                    .args(["--dry-run", "--format", "json", "--topology"])
+                    .arg(&xml)
+                    .arg(&shape),
+                0,
+            );
+            let rank: Json = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(cpus(&rank), want, "{name} {kind}");
+            // The same through Grid Engine's letters: all C threads, all E threads.
+            let unit = if kind == "performance" { "T" } else { "ET" };
+            let out = run(
+                binder()
+                    .args(["--dry-run", "--format", "json", "--topology"])
+                    .arg(&xml)
+                    .args(["--ge", &format!("-bunit {unit} -bamount all -btype host")]),
+                0,
+            );
+            let rank: Json = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(cpus(&rank), want, "{name} -bunit {unit}");
+        }
+    }
+    // A node with one kind has only performance cores: efficiency is refused.
+    let dir = tempdir();
+    let shape = dir.join("e.yaml");
+    std::fs::write(&shape, "resources: [{type: core, kind: efficiency}]\n").unwrap();
+    let out = run(
+        binder()
+            .args(["--dry-run", "--synthetic", "pack:1 core:4 pu:1"])
+            .arg(&shape),
+        125,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no allowed efficiency core"), "{err}");
+}
+
+fn tempdir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "binder-ge-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Reserved units are in no rank's cpuset, on every shared topology, for a YAML shape and
+/// a Grid Engine request alike; the reserved PUs come from hwloc-calc.
+#[test]
+fn reserved_units_are_never_given() {
+    let Some(shared) = shared() else { return };
+    if !crate::common::require_tool("hwloc-calc", "hwloc-calc (Debian's hwloc)") {
+        return;
+    }
+    let mut checked = 0;
+    for name in crate::common::all_topologies(&shared) {
+        let xml = crate::common::topology(&shared, &name);
+        let packages: usize =
+            crate::common::hwloc_calc_lines(&xml, &["--number-of", "package", "all"], &[])[0]
+                .parse()
+                .unwrap();
+        let cores: usize =
+            crate::common::hwloc_calc_lines(&xml, &["--number-of", "core", "all"], &[])[0]
+                .parse()
+                .unwrap();
+        let locations: Vec<String> = (0..packages.max(1))
+            .map(|p| {
+                if packages == 0 {
+                    "core:0".to_owned()
+                } else {
+                    format!("package:{p}.core:0")
+                }
+            })
+            .collect();
+        let reserved: Vec<usize> = crate::common::hwloc_calc_lines(&xml, &[], &locations)
+            .iter()
+            .flat_map(|m| crate::common::parse_hwloc_mask(m))
+            .collect();
+        let tasks = (cores - reserved.len().min(cores)).clamp(1, 4);
+        for extra in [
+            vec!["shapes/cores-packed.yaml"],
+            vec!["--ge", "-bunit C -bamount 1"],
+        ] {
+            let out = binder()
+                .args(["--dry-run", "--format", "json", "--topology"])
+                .arg(&xml)
+                .args(["--reserve", "first-core-per-socket", "--local-size"])
+                .arg(tasks.to_string())
+                .args(&extra)
+                .output()
+                .unwrap();
+            if !out.status.success() {
+                // Too few cores left for the tasks is a refusal, never a reserved core.
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(err.starts_with("binder: "), "{name}: {err}");
+                continue;
+            }
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let rank: Json = serde_json::from_str(line).unwrap();
+                for c in cpus(&rank) {
+                    assert!(
+                        !reserved.contains(&c),
+                        "{name} {extra:?}: cpu {c} is reserved"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} ranks checked");
+}
+
+/// The site's reservation (`BINDER_SITE_FILE`) applies to every shape; a broken site file
+/// is refused, not ignored.
+#[test]
+fn site_reservation() {
+    let dir = tempdir();
+    let site = dir.join("site.yaml");
+    std::fs::write(&site, "reserve: [first-core]\n").unwrap();
+    let out = run(
+        binder().env("BINDER_SITE_FILE", &site).args([
+            "topology",
+            "--synthetic",
+            "pack:2 core:2 pu:2",
+        ]),
+        0,
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "NScttCTTSCTTCTT\n");
+    let out = run(
+        binder().env("BINDER_SITE_FILE", &site).args([
+            "--dry-run",
+            "--synthetic",
+            "pack:2 core:2 pu:2",
+            "--format",
+            "json",
+            "--local-size",
+            "3",
+            "shapes/cores-packed.yaml",
+        ]),
+        0,
+    );
+    let all: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .flat_map(|l| cpus(&serde_json::from_str(l).unwrap()))
+        .collect();
+    assert_eq!(all, [2, 3, 4, 5, 6, 7], "core 0 (PUs 0-1) is the site's");
+    std::fs::write(&site, "reserve: first-core\n").unwrap();
+    let out = run(
+        binder()
+            .env("BINDER_SITE_FILE", &site)
+            .args(["--dry-run", "--ge", "-bunit C"]),
+        125,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("site file"));
+}
