@@ -64,15 +64,23 @@ pub fn plan(
     local_size: usize,
     gpus_per_task: Option<usize>,
 ) -> Result<Plan, Error> {
-    let mut tree = topology.ge_tree();
-    ge::reserve::apply(&mut tree, &shape.options.reserve)?;
     let request = shape
         .options
         .ge
         .as_deref()
         .map(ge::Request::parse)
         .transpose()?;
-    let taken = tree.used_pus();
+    // The Grid Engine tree only when something needs it: a request, reservations, or a
+    // topology string's taken units (not on a plain launch).
+    let tree = if request.is_some() || !shape.options.reserve.is_empty() || topology.is_ge_string()
+    {
+        let mut tree = topology.ge_tree();
+        ge::reserve::apply(&mut tree, &shape.options.reserve)?;
+        Some(tree)
+    } else {
+        None
+    };
+    let taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
     let without;
     let topology = if request.is_none() && !taken.is_empty() {
         without = topology.without(&taken)?;
@@ -91,9 +99,9 @@ pub fn plan(
         nics: &nics,
     };
     let mut placed = None;
-    let selection = match &request {
-        Some(request) => {
-            let (placement, seen) = ge::place(&tree, request, local_size)?;
+    let selection = match (&request, &tree) {
+        (Some(request), Some(tree)) => {
+            let (placement, seen) = ge::place(tree, request, local_size)?;
             let sets: Vec<CpuSet> = placement
                 .tasks
                 .iter()
@@ -122,12 +130,15 @@ pub fn plan(
                 preset: Some(sets),
             }
         }
-        None => {
+        _ => {
             // Slots are cut from binding units; with `bind: none` they are counted in cores.
             let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
+            let asks_kind = shape.items().iter().any(|r| shape.kind_of(r).is_some());
             let kinds = select::Kinds {
                 default: shape.options.kind,
-                performance: ge::hwloc::performance_pus(topology.hw()),
+                performance: asks_kind
+                    .then(|| ge::hwloc::performance_pus(topology.hw()))
+                    .flatten(),
             };
             select::select(
                 topology,
@@ -157,40 +168,46 @@ pub fn plan(
         .into_iter()
         .filter(|level| shape.items().iter().any(|r| r.kind == *level))
         .collect();
-    // Every task's topology string: its own threads lowercase (SEMANTICS §12).
-    match placed {
-        Some((request, placement, seen)) => {
-            for (r, task) in plan.tasks.iter_mut().enumerate() {
-                let cores = placement.cores.as_ref().map(|c| &c[r][..]);
-                task.ge_topology = ge::job_string(&seen, &placement.tasks[r], cores);
-            }
-            let all: Vec<usize> = placement.tasks.concat();
-            let cores: Option<Vec<usize>> = placement.cores.as_ref().map(|c| c.concat());
-            plan.ge = Some(ge::Summary {
-                request: request.text.clone(),
-                instance: request.instance,
-                job_topology: ge::job_string(&seen, &all, cores.as_deref()),
-                job_cpus: ge::pus(&seen, &all),
-                pe: ge::walk::pe_column(&seen, &all, placement.threads),
-            });
+    // A Grid Engine request's topology strings come with its placement (SEMANTICS §12).
+    if let Some((request, placement, seen)) = placed {
+        for (r, task) in plan.tasks.iter_mut().enumerate() {
+            let cores = placement.cores.as_ref().map(|c| &c[r][..]);
+            task.ge_topology = ge::job_string(&seen, &placement.tasks[r], cores);
         }
-        None => {
-            let by_pu: std::collections::HashMap<usize, usize> = tree
-                .nodes
-                .iter()
-                .enumerate()
-                .filter_map(|(n, node)| (node.letter == ge::Letter::T).then_some((node.os?, n)))
-                .collect();
-            for task in &mut plan.tasks {
-                let threads: Vec<usize> = report::cpus_of(&task.cpuset)
-                    .iter()
-                    .filter_map(|p| by_pu.get(p).copied())
-                    .collect();
-                task.ge_topology = ge::job_string(&tree, &threads, None);
-            }
-        }
+        let all: Vec<usize> = placement.tasks.concat();
+        let cores: Option<Vec<usize>> = placement.cores.as_ref().map(|c| c.concat());
+        plan.ge = Some(ge::Summary {
+            request: request.text.clone(),
+            instance: request.instance,
+            job_topology: ge::job_string(&seen, &all, cores.as_deref()),
+            job_cpus: ge::pus(&seen, &all),
+            pe: ge::walk::pe_column(&seen, &all, placement.threads),
+        });
     }
     Ok(plan)
+}
+
+/// Fills each task's `ge_topology` (the node's string, the task's CPUs lowercase) for a
+/// plan a YAML shape made; a Grid Engine request's plan has them already. Only reports
+/// need them, so launching never pays for it.
+pub fn fill_ge_topology(topology: &Topology, plan: &mut Plan) {
+    if plan.ge.is_some() {
+        return;
+    }
+    let tree = topology.ge_tree();
+    let by_pu: std::collections::HashMap<usize, usize> = tree
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(n, node)| (node.letter == ge::Letter::T).then_some((node.os?, n)))
+        .collect();
+    for task in &mut plan.tasks {
+        let threads: Vec<usize> = report::cpus_of(&task.cpuset)
+            .iter()
+            .filter_map(|p| by_pu.get(p).copied())
+            .collect();
+        task.ge_topology = ge::job_string(&tree, &threads, None);
+    }
 }
 
 fn launch_options<'a>(
@@ -207,37 +224,6 @@ fn launch_options<'a>(
         verbose: config.verbose,
         scrub,
     }
-}
-
-/// An Open MPI rankfile for the node's tasks: `rank R=HOST slot=S:C,...`, socket and core
-/// numbers logical, cores counted within their socket (Open MPI's default reading). A task
-/// bound to some PUs of a core is given the whole core: rankfiles name cores.
-fn rankfile(topology: &Topology, plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
-    let tree = topology.ge_tree();
-    let cores = ge::walk::numbered_cores(&tree);
-    let host = identity::hostname();
-    for task in &plan.tasks {
-        let mine: Vec<String> = cores
-            .iter()
-            .filter(|&&(core, _, _)| {
-                tree.threads(core)
-                    .iter()
-                    .any(|&t| tree.nodes[t].os.is_some_and(|p| task.cpuset.is_set(p)))
-            })
-            .map(|&(_, socket, core)| format!("{socket}:{core}"))
-            .collect();
-        if mine.is_empty() {
-            writeln!(out, "rank {}={host}", task.local_rank)?;
-        } else {
-            writeln!(
-                out,
-                "rank {}={host} slot={}",
-                task.local_rank,
-                mine.join(",")
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
@@ -333,7 +319,7 @@ pub fn run(
         Vec::new()
     };
     let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
-    let plan = plan(
+    let mut plan = plan(
         &shape,
         &origin,
         &topology,
@@ -372,8 +358,9 @@ pub fn run(
                 ));
             }
             if config.format == report::Format::Rankfile {
-                return rankfile(&topology, &plan, out).map_err(Error::Output);
+                return report::rankfile(&topology, &plan, out).map_err(Error::Output);
             }
+            fill_ge_topology(&topology, &mut plan);
             report::render(
                 &plan,
                 ranks.as_ref().map(|r| &r[..]),

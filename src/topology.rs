@@ -241,6 +241,11 @@ impl Topology {
         }
     }
 
+    /// Whether this machine came from a Grid Engine topology string.
+    pub fn is_ge_string(&self) -> bool {
+        self.ge.is_some()
+    }
+
     /// The same machine without the PUs `out` (OS numbers): taken by other jobs or
     /// reserved, as if outside the cgroup (SEMANTICS §3), so no later stage sees them.
     pub fn without(&self, out: &[usize]) -> Result<Topology, TopologyError> {

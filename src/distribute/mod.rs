@@ -97,7 +97,8 @@ pub struct Task {
     pub slot: Option<usize>,
     /// How many packages, NUMA nodes and L3 caches its cpuset touches.
     pub spans: Spans,
-    /// The node's topology string with this task's units lowercase (SEMANTICS §12).
+    /// The node's topology string with this task's units lowercase (SEMANTICS §12): set
+    /// by a Grid Engine request's plan, else by [`crate::fill_ge_topology`] (reports only).
     pub ge_topology: String,
 }
 

@@ -67,17 +67,19 @@ impl Letter {
     /// Which open letters a new `self` closes when it does not repeat one of them: a
     /// socket closes the caches and cores of the previous one, a core the previous core.
     /// N closes nothing: it opens where hwloc attached the NUMA node (`NS`, `SN`, `SXN`).
+    /// A thread closes nothing (it nests in its core; a repeated T is a repeated letter).
     fn closes(self, open: Letter) -> bool {
         let rank = |l: Letter| match l {
             Letter::T => 0,
             Letter::C | Letter::E => 1,
             Letter::Y => 2,
             Letter::X => 3,
-            Letter::S => 4,
-            Letter::N => 5,
+            Letter::S | Letter::N => 4,
         };
-        self != Letter::N && open != Letter::N && rank(open) <= rank(self) && rank(self) > 0
-            || (self == Letter::T && open == Letter::T)
+        match (self, open) {
+            (Letter::N | Letter::T, _) | (_, Letter::N) => false,
+            _ => rank(open) <= rank(self),
+        }
     }
 }
 
@@ -308,15 +310,6 @@ impl Tree {
             .filter(|n| n.letter == Letter::T && n.used)
             .filter_map(|n| n.os)
             .collect()
-    }
-
-    /// Marks the threads with these OS numbers taken.
-    pub fn occupy(&mut self, pus: &[usize]) {
-        for node in &mut self.nodes {
-            if node.letter == Letter::T && node.os.is_some_and(|p| pus.contains(&p)) {
-                node.used = true;
-            }
-        }
     }
 
     /// The product form with the threads for which `lower` holds written lowercase, and

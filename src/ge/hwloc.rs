@@ -158,20 +158,17 @@ pub fn to_xml(tree: &Tree) -> String {
         set.dedup();
         hwloc_mask(&set)
     };
-    let numas = tree.nodes.iter().filter(|n| n.letter == Letter::N).count();
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n",
     );
-    let machine_nodes = hwloc_mask(&(0..numas.max(1)).collect::<Vec<_>>());
-    let _ = numas;
+    let machine_nodes = hwloc_mask(&(0..next.max(1)).collect::<Vec<_>>());
     let set = hwloc_mask(&all);
     let _ = writeln!(
         out,
         "<object type=\"Machine\" os_index=\"0\" cpuset=\"{set}\" complete_cpuset=\"{set}\" allowed_cpuset=\"{set}\" nodeset=\"{machine_nodes}\" complete_nodeset=\"{machine_nodes}\" allowed_nodeset=\"{machine_nodes}\">"
     );
-    let mut numa = 0;
     let mut core = 0;
-    if numas == 0 {
+    if next == 0 {
         let _ = writeln!(
             out,
             "<object type=\"NUMANode\" os_index=\"0\" cpuset=\"{set}\" complete_cpuset=\"{set}\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" local_memory=\"1073741824\"/>"
@@ -182,7 +179,7 @@ pub fn to_xml(tree: &Tree) -> String {
         n: usize,
         pus_of: &dyn Fn(usize) -> Vec<usize>,
         nodeset: &dyn Fn(usize) -> String,
-        numa: &mut usize,
+        numa_of: &[Option<usize>],
         core: &mut usize,
         out: &mut String,
     ) {
@@ -192,16 +189,15 @@ pub fn to_xml(tree: &Tree) -> String {
         let sets = format!(
             "cpuset=\"{set}\" complete_cpuset=\"{set}\" nodeset=\"{ns}\" complete_nodeset=\"{ns}\""
         );
-        if node.letter == Letter::N {
+        if let Some(numa) = numa_of[n] {
             // A group with the NUMA node as its memory child: hwloc merges the group
             // into an object with the same CPUs, and the node stays attached there.
-            let own = hwloc_mask(&[*numa]);
+            let own = hwloc_mask(&[numa]);
             let _ = writeln!(out, "<object type=\"Group\" {sets}>");
             let _ = writeln!(
                 out,
                 "<object type=\"NUMANode\" os_index=\"{numa}\" cpuset=\"{set}\" complete_cpuset=\"{set}\" nodeset=\"{own}\" complete_nodeset=\"{own}\" local_memory=\"1073741824\"/>"
             );
-            *numa += 1;
         } else {
             let tag = match node.letter {
                 Letter::S => "type=\"Package\"".to_owned(),
@@ -217,12 +213,12 @@ pub fn to_xml(tree: &Tree) -> String {
             let _ = writeln!(out, "<object {tag} {sets}>");
         }
         for &c in &node.children {
-            write(tree, c, pus_of, nodeset, numa, core, out);
+            write(tree, c, pus_of, nodeset, numa_of, core, out);
         }
         out.push_str("</object>\n");
     }
     for &r in &tree.roots {
-        write(tree, r, &pus_of, &nodeset, &mut numa, &mut core, &mut out);
+        write(tree, r, &pus_of, &nodeset, &numa_of, &mut core, &mut out);
     }
     out.push_str("</object>\n");
     let kind = |letter: Letter| -> Vec<usize> {

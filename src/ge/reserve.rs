@@ -49,16 +49,20 @@ pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError
     Ok(site.reserve)
 }
 
-fn letter_of(word: &str) -> Option<Letter> {
-    Some(match word.to_ascii_lowercase().as_str() {
-        "package" | "socket" | "pack" => Letter::S,
-        "numa" | "numanode" | "node" => Letter::N,
-        "l3" | "l3cache" => Letter::X,
-        "l2" | "l2cache" => Letter::Y,
-        "core" => Letter::C,
-        "pu" | "thread" | "hwthread" => Letter::T,
-        _ => return None,
-    })
+/// The letter of a location's type, spelt as in shapes (`package`/`socket`, `l3`, ...).
+fn letter_of(word: &str) -> Result<Letter, String> {
+    use crate::shape::ObjType;
+    match ObjType::parse(word)? {
+        ObjType::Package => Ok(Letter::S),
+        ObjType::Numa => Ok(Letter::N),
+        ObjType::L3 => Ok(Letter::X),
+        ObjType::L2 => Ok(Letter::Y),
+        ObjType::Core => Ok(Letter::C),
+        ObjType::Pu => Ok(Letter::T),
+        other => Err(format!(
+            "a reservation names package, numa, l3, l2, core or pu, not {other}"
+        )),
+    }
 }
 
 fn same(node: Letter, want: Letter) -> bool {
@@ -102,12 +106,7 @@ pub fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
         let (ty, range) = part.split_once(':').ok_or_else(|| {
             bad("write `first-core`, `first-core-per-socket` or a location like `core:0`, `package:1.core:0`, `pu:0-1`".into())
         })?;
-        let letter = letter_of(ty).ok_or_else(|| {
-            bad(format!(
-                "`{}` is not package, numa, l3, l2, core or pu",
-                crate::error::clip(ty, 16)
-            ))
-        })?;
+        let letter = letter_of(ty).map_err(bad)?;
         let (a, b) = match range.split_once('-') {
             Some((a, b)) => (a, b),
             None => (range, range),
@@ -205,7 +204,8 @@ mod tests {
         let t = Tree::parse("SCCSCC").unwrap();
         for (e, why) in [
             ("core:9", "no core:9"),
-            ("cpu:1", "not package"),
+            ("cpu:1", "unknown object type `cpu`"),
+            ("group:0", "not group"),
             ("core", "write `first-core`"),
             ("core:2-1", "not an index"),
         ] {

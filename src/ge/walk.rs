@@ -296,21 +296,16 @@ fn packed(tree: &Tree, p: &Packed, tasks: usize) -> Result<Placement, GeError> {
 /// Every core with its socket and its index in the socket, in string order.
 pub fn numbered_cores(tree: &Tree) -> Vec<(usize, usize, usize)> {
     let mut out = Vec::new();
-    let mut socket = None;
-    let mut socket_index = 0usize;
+    // Before the first S (a string without sockets) everything is socket 0.
+    let mut socket: Option<usize> = None;
     let mut in_socket = 0;
     for (n, node) in tree.nodes.iter().enumerate() {
         if node.letter == Letter::S {
-            socket_index = if socket.is_some() {
-                socket_index + 1
-            } else {
-                0
-            };
-            socket = Some(n);
+            socket = Some(socket.map_or(0, |s| s + 1));
             in_socket = 0;
         }
         if node.letter.is_core() {
-            out.push((n, socket_index, in_socket));
+            out.push((n, socket.unwrap_or(0), in_socket));
             in_socket += 1;
         }
     }
@@ -428,6 +423,10 @@ fn sge_cores(tree: &Tree, strategy: &Strategy) -> Result<Vec<usize>, GeError> {
 /// The pe_hostfile fourth column: `socket,core` pairs joined by `:` (SGE 6.2u5's form),
 /// for the cores holding a granted thread, or `socket,thread` pairs for thread units.
 pub fn pe_column(tree: &Tree, granted: &[usize], threads: bool) -> String {
+    let mut mine = vec![false; tree.nodes.len()];
+    for &t in granted {
+        mine[t] = true;
+    }
     let mut pairs = Vec::new();
     let cores = numbered_cores(tree);
     let mut thread_in_socket = 0;
@@ -437,19 +436,15 @@ pub fn pe_column(tree: &Tree, granted: &[usize], threads: bool) -> String {
             thread_in_socket = 0;
             last_socket = socket;
         }
-        let mine: Vec<bool> = tree
-            .threads(core)
-            .iter()
-            .map(|t| granted.contains(t))
-            .collect();
+        let ours: Vec<bool> = tree.threads(core).iter().map(|&t| mine[t]).collect();
         if threads {
-            for m in &mine {
+            for m in &ours {
                 if *m {
                     pairs.push(format!("{socket},{thread_in_socket}"));
                 }
                 thread_in_socket += 1;
             }
-        } else if mine.iter().any(|&m| m) {
+        } else if ours.iter().any(|&m| m) {
             pairs.push(format!("{socket},{index}"));
         }
     }

@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use hwlocality::cpu::cpuset::CpuSet;
 
 use crate::distribute::Plan;
+use crate::topology::Topology;
 
 pub use json::TaskRecord;
 pub use text::{task_binding, task_line};
@@ -26,7 +27,7 @@ pub enum Format {
     Json,
     /// The pe_hostfile fourth column of a Grid Engine request.
     Pe,
-    /// An Open MPI rankfile (written by `lib.rs`, which has the topology).
+    /// An Open MPI rankfile ([`rankfile`], which takes the topology).
     Rankfile,
 }
 
@@ -57,8 +58,42 @@ pub fn render(
         Format::Text => text::render(plan, ranks, cpuset_format, header, out),
         Format::Json => json::render(plan, ranks, out),
         Format::Pe => writeln!(out, "{}", plan.ge.as_ref().map_or("", |g| g.pe.as_str())),
-        Format::Rankfile => Ok(()),
+        // The rankfile numbers cores within sockets, which needs the topology.
+        Format::Rankfile => Err(io::Error::other(
+            "the rankfile is written by report::rankfile, which takes the topology",
+        )),
     }
+}
+
+/// An Open MPI rankfile for the node's tasks: `rank R=HOST slot=S:C,...`, socket and core
+/// numbers logical, cores counted within their socket (Open MPI's default reading). A task
+/// bound to some PUs of a core is given the whole core: rankfiles name cores.
+pub fn rankfile(topology: &Topology, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let tree = topology.ge_tree();
+    let cores = crate::ge::walk::numbered_cores(&tree);
+    let host = crate::identity::hostname();
+    for task in &plan.tasks {
+        let mine: Vec<String> = cores
+            .iter()
+            .filter(|&&(core, _, _)| {
+                tree.threads(core)
+                    .iter()
+                    .any(|&t| tree.nodes[t].os.is_some_and(|p| task.cpuset.is_set(p)))
+            })
+            .map(|&(_, socket, core)| format!("{socket}:{core}"))
+            .collect();
+        if mine.is_empty() {
+            writeln!(out, "rank {}={host}", task.local_rank)?;
+        } else {
+            writeln!(
+                out,
+                "rank {}={host} slot={}",
+                task.local_rank,
+                mine.join(",")
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The longest message line binder writes; a longer one is cut (with `…`). Values from

@@ -61,6 +61,12 @@ impl ObjType {
         }
     }
 
+    /// Parses a type name with the shape's spellings (`socket`, `l3`, `thread`, ...), or says
+    /// what was expected, with the nearest spelling.
+    pub fn parse(word: &str) -> Result<ObjType, String> {
+        validate::keyword(word)
+    }
+
     /// Whether this is a CPU-side hwloc object (not a device, not a slot).
     pub fn is_cpu_object(self) -> bool {
         !matches!(self, ObjType::Gpu | ObjType::Nic | ObjType::Slot)

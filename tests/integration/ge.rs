@@ -932,3 +932,29 @@ fn site_reservation() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("site file"));
 }
+
+/// `--format rankfile`: Open MPI's `rank R=HOST slot=SOCKET:CORE,...`, cores counted within
+/// their socket. Two packed ranks on 2 sockets × 2 cores get a socket each.
+#[test]
+fn rankfile_names_socket_and_core() {
+    let out = run(
+        binder().args([
+            "--dry-run",
+            "--format",
+            "rankfile",
+            "--synthetic",
+            "pack:2 core:2 pu:2",
+            "--local-size",
+            "2",
+            "shapes/cores-packed.yaml",
+        ]),
+        0,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, want) in lines.iter().zip(["slot=0:0,0:1", "slot=1:0,1:1"]) {
+        assert!(line.ends_with(want), "{line}");
+    }
+    assert!(lines[0].starts_with("rank 0=") && lines[1].starts_with("rank 1="));
+}
