@@ -19,6 +19,9 @@ _binder() {
             binder,generate)
                 cmd="binder__subcmd__generate"
                 ;;
+            binder,node)
+                cmd="binder__subcmd__node"
+                ;;
             binder,schema)
                 cmd="binder__subcmd__schema"
                 ;;
@@ -32,7 +35,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --report --verbose --help --version schema topology generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --report --verbose --help --version schema topology node generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -56,6 +59,10 @@ _binder() {
                     ;;
                 --reserve)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pack)
+                    COMPREPLY=($(compgen -W "spread fill exclusive" -- "${cur}"))
                     return 0
                     ;;
                 --ge-topology)
@@ -104,6 +111,24 @@ _binder() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        binder__subcmd__node)
+            opts="-h --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_binder_global_optspecs
-    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= ge-topology= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
+    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= pack= share ge-topology= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
 end
 
 function __fish_binder_needs_command
@@ -29,6 +29,9 @@ complete -c binder -n "__fish_binder_needs_command" -l local-size -d 'Number of 
 complete -c binder -n "__fish_binder_needs_command" -l gpus-per-task -d 'GPUs given to each task; overrides the shape\'s `options.gpus-per-task`' -r
 complete -c binder -n "__fish_binder_needs_command" -l ge -d 'A Grid Engine request in qsub\'s words: "-bunit C -bamount 2 -btype host" (OCS 9.1) or "-binding linear:4" (SGE 6.2u5); overrides the shape\'s `options.ge`' -r
 complete -c binder -n "__fish_binder_needs_command" -l reserve -d 'Keep these units from every task (`first-core`, `first-core-per-socket`, `core:0`, `package:1.core:0`, `pu:0-1`); adds to the shape\'s `options.reserve`' -r
+complete -c binder -n "__fish_binder_needs_command" -l pack -d 'Where to go on a node other jobs use (default fill); overrides `options.pack`' -r -f -a "spread\t'Freest containers first (OCS -bsort S)'
+fill\t'Partly used containers first (OCS -bsort s)'
+exclusive\t'Whole free containers only, kept from other jobs (OCS -bstart S -bstop S)'"
 complete -c binder -n "__fish_binder_needs_command" -l ge-topology -d 'Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase units are taken by other jobs (dry-run only)' -r
 complete -c binder -n "__fish_binder_needs_command" -l topology -d 'Read the topology from an hwloc XML export instead of this host (dry-run only)' -r -F
 complete -c binder -n "__fish_binder_needs_command" -l synthetic -d 'Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only)' -r
@@ -41,12 +44,14 @@ complete -c binder -n "__fish_binder_needs_command" -l cpuset-output-format -l c
 list\t'Range list, 0-3,64'
 taskset\t'taskset hex, 0x1000000000000000f'"
 complete -c binder -n "__fish_binder_needs_command" -s n -l dry-run -d 'Print the placement of every local task instead of running anything'
+complete -c binder -n "__fish_binder_needs_command" -l share -d 'Take units other jobs hold when too few are free, rather than refuse'
 complete -c binder -n "__fish_binder_needs_command" -l report -d 'Print this task\'s binding on stderr before running it (also BINDER_REPORT=1)'
 complete -c binder -n "__fish_binder_needs_command" -s v -l verbose -d 'Say which launcher and variables gave the task identity, and warn about inherited bindings narrower than the allowed CPUs'
 complete -c binder -n "__fish_binder_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_needs_command" -s V -l version -d 'Print version'
 complete -c binder -n "__fish_binder_needs_command" -a "schema" -d 'Print the JSON Schema of the shape format'
 complete -c binder -n "__fish_binder_needs_command" -a "topology" -d 'Print the node\'s Grid Engine topology string (NSXYCTT...; lowercase = reserved)'
+complete -c binder -n "__fish_binder_needs_command" -a "node" -d 'Show the jobs bound on this node and its packing metrics (the node ledger)'
 complete -c binder -n "__fish_binder_needs_command" -a "generate" -d 'Print the man page or a shell completion script (for packagers)'
 complete -c binder -n "__fish_binder_using_subcommand schema" -s h -l help -d 'Print help'
 complete -c binder -n "__fish_binder_using_subcommand topology" -l topology -d 'An hwloc XML export' -r -F
@@ -54,4 +59,7 @@ complete -c binder -n "__fish_binder_using_subcommand topology" -l synthetic -d 
 complete -c binder -n "__fish_binder_using_subcommand topology" -l ge-topology -d 'A Grid Engine topology string (rewritten in binder\'s product form)' -r
 complete -c binder -n "__fish_binder_using_subcommand topology" -l reserve -d 'Units to show reserved (`first-core`, `core:0`, ...), besides the site\'s' -r
 complete -c binder -n "__fish_binder_using_subcommand topology" -s h -l help -d 'Print help'
+complete -c binder -n "__fish_binder_using_subcommand node" -l format -d 'Output format (default: text)' -r -f -a "text\t'Tables for people'
+json\t'One JSON object'"
+complete -c binder -n "__fish_binder_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

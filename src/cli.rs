@@ -80,6 +80,19 @@ pub struct Cli {
     #[arg(long, value_name = "ENTRY", help_heading = "Placement options")]
     pub reserve: Vec<String>,
 
+    /// Where to go on a node other jobs use (default fill); overrides `options.pack`.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        help_heading = "Placement options"
+    )]
+    pub pack: Option<PackArg>,
+
+    /// Take units other jobs hold when too few are free, rather than refuse.
+    #[arg(long, help_heading = "Placement options")]
+    pub share: bool,
+
     /// Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase
     /// units are taken by other jobs (dry-run only).
     #[arg(long, value_name = "STRING", help_heading = "Input topology options", conflicts_with_all = ["topology", "synthetic", "input"])]
@@ -204,6 +217,8 @@ pub enum Action {
     Schema,
     /// Print the node's Grid Engine topology string (NSXYCTT...; lowercase = reserved).
     Topology(TopologyArgs),
+    /// Show the jobs bound on this node and its packing metrics (the node ledger).
+    Node(NodeArgs),
     /// Print the man page or a shell completion script (for packagers).
     #[command(hide = true)]
     Generate {
@@ -228,6 +243,34 @@ pub struct TopologyArgs {
     /// Units to show reserved (`first-core`, `core:0`, ...), besides the site's.
     #[arg(long, value_name = "ENTRY")]
     pub reserve: Vec<String>,
+}
+
+/// `binder node` options.
+#[derive(Debug, clap::Args)]
+pub struct NodeArgs {
+    /// Output format (default: text).
+    #[arg(long, value_enum)]
+    pub format: Option<NodeFormatArg>,
+}
+
+/// `binder node --format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeFormatArg {
+    /// Tables for people.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// `--pack` values (SEMANTICS §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PackArg {
+    /// Freest containers first (OCS -bsort S).
+    Spread,
+    /// Partly used containers first (OCS -bsort s).
+    Fill,
+    /// Whole free containers only, kept from other jobs (OCS -bstart S -bstop S).
+    Exclusive,
 }
 
 /// `--format` values.

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg};
+use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg, PackArg};
 use crate::error::Error;
 use crate::report::{CpusetFormat, Format};
 use crate::topology::Source;
@@ -17,6 +17,8 @@ pub enum Action {
     Schema,
     /// Print the node's topology string, these entries reserved (besides the site's).
     Topology(Vec<String>),
+    /// Print the node ledger's view of this node (`binder node`); JSON when true.
+    Node(bool),
     /// Print the placement instead of running anything.
     DryRun,
     /// Bind this task and exec the command (program first).
@@ -50,11 +52,19 @@ pub struct Config {
     pub report: bool,
     /// Explain identity and inherited bindings on stderr.
     pub verbose: bool,
+    /// `--pack`, overriding the shape's `options.pack`.
+    pub pack: Option<crate::shape::Pack>,
+    /// `--share`: take units other jobs hold rather than refuse.
+    pub share: bool,
 }
 
 impl Config {
     /// Validates `cli`; `report_env` is the value of `BINDER_REPORT`, if set.
     pub fn from_cli(cli: Cli, report_env: Option<&str>) -> Result<Config, Error> {
+        if let Some(CliAction::Node(n)) = &cli.action {
+            let json = n.format == Some(crate::cli::NodeFormatArg::Json);
+            return Ok(Config::bare(Action::Node(json), Source::Host));
+        }
         if let Some(CliAction::Topology(t)) = &cli.action {
             let source = match (&t.topology, &t.synthetic, &t.ge_topology) {
                 (Some(f), _, _) => Source::Xml(f.clone()),
@@ -62,20 +72,7 @@ impl Config {
                 (_, _, Some(g)) => Source::GeString(g.clone()),
                 _ => Source::Host,
             };
-            return Ok(Config {
-                action: Action::Topology(t.reserve.clone()),
-                shape: None,
-                ge: None,
-                reserve: Vec::new(),
-                source,
-                local_rank: None,
-                local_size: None,
-                gpus_per_task: None,
-                format: Format::Text,
-                cpuset_format: CpusetFormat::Hwloc,
-                report: false,
-                verbose: false,
-            });
+            return Ok(Config::bare(Action::Topology(t.reserve.clone()), source));
         }
         let source = match (&cli.topology, &cli.synthetic, &cli.input) {
             _ if cli.ge_topology.is_some() => {
@@ -92,7 +89,9 @@ impl Config {
         };
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
-            (Some(CliAction::Topology(_)), _, _) => unreachable!("answered above"),
+            (Some(CliAction::Topology(_) | CliAction::Node(_)), _, _) => {
+                unreachable!("answered above")
+            }
             // main answers `generate` before a Config is built; here it prints the schema's
             // sibling, so treat it as a usage slip.
             (Some(CliAction::Generate { .. }), _, _) => {
@@ -182,7 +181,33 @@ impl Config {
             },
             report: cli.report || report,
             verbose: cli.verbose,
+            pack: cli.pack.map(|p| match p {
+                PackArg::Spread => crate::shape::Pack::Spread,
+                PackArg::Fill => crate::shape::Pack::Fill,
+                PackArg::Exclusive => crate::shape::Pack::Exclusive,
+            }),
+            share: cli.share,
         })
+    }
+
+    /// A subcommand's configuration: nothing but the action and the machine.
+    fn bare(action: Action, source: Source) -> Config {
+        Config {
+            action,
+            shape: None,
+            ge: None,
+            reserve: Vec::new(),
+            source,
+            local_rank: None,
+            local_size: None,
+            gpus_per_task: None,
+            format: Format::Text,
+            cpuset_format: CpusetFormat::Hwloc,
+            report: false,
+            verbose: false,
+            pack: None,
+            share: false,
+        }
     }
 }
 

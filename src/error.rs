@@ -48,6 +48,9 @@ pub enum Error {
     #[error(transparent)]
     /// A Grid Engine string, request or reservation.
     Ge(#[from] crate::ge::GeError),
+    /// The node ledger: its lock, or other jobs holding the units.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),

@@ -23,21 +23,23 @@ pub mod ge;
 pub mod gpu;
 pub mod identity;
 pub mod launch;
+pub mod ledger;
 pub mod nic;
+pub mod pack;
+pub mod procfs;
 pub mod report;
+mod run;
 pub mod select;
 pub mod shape;
 pub mod topology;
 pub mod unit;
 
-use std::io::Write;
-
 pub use error::Error;
+pub use run::run;
 
-use config::{Action, Config};
 use distribute::{Locality, Plan, Request};
 use hwlocality::cpu::cpuset::CpuSet;
-use shape::{Bind, Membind, Shape};
+use shape::{Bind, Shape};
 use topology::{Source, Topology};
 
 /// Loads the topology `shape` needs from `source`: with I/O discovery only when GPUs are
@@ -64,23 +66,42 @@ pub fn plan(
     local_size: usize,
     gpus_per_task: Option<usize>,
 ) -> Result<Plan, Error> {
-    let request = shape
+    plan_taking(shape, origin, topology, local_size, gpus_per_task, &[])
+}
+
+/// [`plan`] with the PUs `held` (OS numbers) held by other jobs (the node ledger, SEMANTICS
+/// §13): they are skipped like a topology string's lowercase units. On a Grid Engine
+/// request without `-bsort`/`-bstart`/`-bstop`, the shape's `options.pack` supplies them.
+pub fn plan_taking(
+    shape: &Shape,
+    origin: &str,
+    topology: &Topology,
+    local_size: usize,
+    gpus_per_task: Option<usize>,
+    held: &[usize],
+) -> Result<Plan, Error> {
+    let mut request = shape
         .options
         .ge
         .as_deref()
         .map(ge::Request::parse)
         .transpose()?;
+    if let Some(request) = request.as_mut().filter(|_| !held.is_empty()) {
+        pack::into_request(request, shape.options.pack.unwrap_or_default());
+    }
     // The Grid Engine tree only when something needs it: a request, reservations, or a
     // topology string's taken units (not on a plain launch).
     let tree = if request.is_some() || !shape.options.reserve.is_empty() || topology.is_ge_string()
     {
         let mut tree = topology.ge_tree();
         ge::reserve::apply(&mut tree, &shape.options.reserve)?;
+        ge::reserve::take(&mut tree, held);
         Some(tree)
     } else {
         None
     };
-    let taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
+    let mut taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
+    taken.extend_from_slice(held);
     let without;
     let topology = if request.is_none() && !taken.is_empty() {
         without = topology.without(&taken)?;
@@ -207,169 +228,5 @@ pub fn fill_ge_topology(topology: &Topology, plan: &mut Plan) {
             .filter_map(|p| by_pu.get(p).copied())
             .collect();
         task.ge_topology = ge::job_string(&tree, &threads, None);
-    }
-}
-
-fn launch_options<'a>(
-    config: &Config,
-    shape: &Shape,
-    command: &'a [std::ffi::OsString],
-    scrub: &'a [&'static str],
-) -> launch::Options<'a> {
-    launch::Options {
-        command,
-        openmp: shape.options.openmp,
-        membind: shape.options.membind == Some(Membind::Local),
-        report: config.report,
-        verbose: config.verbose,
-        scrub,
-    }
-}
-
-/// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
-/// `err`. A launch that succeeds never returns (the process became the task).
-pub fn run(
-    config: &Config,
-    env: &dyn identity::Env,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> Result<(), Error> {
-    if config.action == Action::Schema {
-        return out
-            .write_all(shape::schema_json().as_bytes())
-            .map_err(Error::Output);
-    }
-    if let Action::Topology(reserve) = &config.action {
-        let topology = topology::load(&config.source, false)?;
-        let mut tree = topology.ge_tree();
-        let mut entries = ge::reserve::site(&|k| env.var(k))?;
-        entries.extend(reserve.iter().cloned());
-        ge::reserve::apply(&mut tree, &entries)?;
-        return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
-    }
-    let identity = identity::identify(config.local_rank, config.local_size, env)?;
-    let (origin, text, mut shape) = match &config.shape {
-        Some(path) => {
-            let origin = path.display().to_string();
-            let text = shape::read_text(path)?;
-            let shape = Shape::from_yaml(&text, &origin)?;
-            (origin, text, shape)
-        }
-        // `--ge` alone: a shape of nothing but the request.
-        None => {
-            let shape = Shape {
-                version: None,
-                options: shape::Options::default(),
-                resources: Vec::new(),
-            };
-            ("--ge".to_owned(), String::new(), shape)
-        }
-    };
-    if let Some(request) = &config.ge {
-        shape.options.ge = Some(request.clone());
-    }
-    // The site's reservation comes first; the shape's adds to it (SEMANTICS §12).
-    let site = ge::reserve::site(&|k| env.var(k))?;
-    shape.options.reserve.splice(0..0, site.iter().cloned());
-    shape.options.reserve.extend(config.reserve.iter().cloned());
-    // What the cache key must cover beyond the shape file.
-    let text = format!(
-        "{text}\n#ge:{:?}\n#reserve:{:?}",
-        shape.options.ge, shape.options.reserve
-    );
-    let membind = shape.options.membind == Some(Membind::Local);
-    // Launches on the host may bind from the node cache (see `cache`): no discovery.
-    let trace = std::env::var("BINDER_CACHE_TRACE").is_ok_and(|v| v == "1");
-    let cache = match &config.action {
-        Action::Launch(_) if config.source == Source::Host && !config.verbose && !membind => {
-            cache::Cache::open(&|k| std::env::var(k).ok())
-                .and_then(|c| {
-                    let key = cache::Key::for_host(&text, identity.size, config.gpus_per_task)?;
-                    Ok((c, key))
-                })
-                .map_err(|why| {
-                    if trace {
-                        report::emit(err, &format!("cache off: {why}"));
-                    }
-                })
-                .ok()
-        }
-        _ => None,
-    };
-    if let (Some((c, key)), Action::Launch(command)) = (&cache, &config.action) {
-        match c.lookup(key) {
-            Ok(views) => {
-                if trace {
-                    report::emit(err, &format!("cache hit: {}", c.dir().display()));
-                }
-                let options = launch_options(config, &shape, command, &[]);
-                return Err(
-                    launch::run_cached(&views[identity.rank], &identity, &options, err).into(),
-                );
-            }
-            Err(why) if trace => report::emit(err, &format!("cache miss: {why}")),
-            Err(_) => {}
-        }
-    }
-    // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
-    // through the environment (process-wide, so never done by `load_topology` itself).
-    let scrub = if config.source == Source::Host {
-        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
-    } else {
-        Vec::new()
-    };
-    let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
-    let mut plan = plan(
-        &shape,
-        &origin,
-        &topology,
-        identity.size,
-        config.gpus_per_task,
-    )?;
-    if let Some((c, key)) = &cache {
-        let views = (0..plan.tasks.len())
-            .map(|r| launch::env::TaskView::of(&plan, r))
-            .collect();
-        let stored = c.store(key, views);
-        if trace {
-            report::emit(
-                err,
-                &format!(
-                    "cache store: {}",
-                    stored.map_or_else(|e| e, |()| c.dir().display().to_string())
-                ),
-            );
-        }
-    }
-    match &config.action {
-        Action::Launch(command) => {
-            let options = launch_options(config, &shape, command, &scrub);
-            Err(launch::run(&topology, &plan, &identity, &options, err).into())
-        }
-        _ => {
-            if config.verbose {
-                report::emit(err, &identity.describe());
-            }
-            let ranks = identity.rank_known.then_some([identity.rank]);
-            let header = format!("binder --dry-run {origin} on {}", config.source);
-            if config.format == report::Format::Pe && plan.ge.is_none() {
-                return Err(Error::Usage(
-                    "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
-                ));
-            }
-            if config.format == report::Format::Rankfile {
-                return report::rankfile(&topology, &plan, out).map_err(Error::Output);
-            }
-            fill_ge_topology(&topology, &mut plan);
-            report::render(
-                &plan,
-                ranks.as_ref().map(|r| &r[..]),
-                config.format,
-                config.cpuset_format,
-                &header,
-                out,
-            )
-            .map_err(Error::Output)
-        }
     }
 }

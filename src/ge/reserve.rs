@@ -168,6 +168,19 @@ pub fn apply(tree: &mut Tree, entries: &[String]) -> Result<Vec<usize>, GeError>
     Ok(pus)
 }
 
+/// Marks the threads of the OS PUs `pus` taken (units other jobs hold).
+pub fn take(tree: &mut Tree, pus: &[usize]) {
+    if pus.is_empty() {
+        return;
+    }
+    let pus: std::collections::HashSet<usize> = pus.iter().copied().collect();
+    for node in &mut tree.nodes {
+        if node.letter == Letter::T && node.os.is_some_and(|o| pus.contains(&o)) {
+            node.used = true;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

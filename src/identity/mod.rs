@@ -11,6 +11,7 @@
 //! default: a wrong rank would put two tasks on the same cores without anyone noticing.
 
 mod flux;
+pub mod job;
 mod slurm;
 
 use std::fmt;

@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use crate::distribute::Plan;
 use crate::report;
 use crate::topology::Topology;
-use crate::unit::Unit;
+use hwlocality::cpu::cpuset::CpuSet;
 
 use crate::identity::Identity;
 
@@ -95,21 +95,34 @@ pub fn run(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> LaunchError {
-    match prepare(topology, plan, identity, options, stderr) {
+    let view = env::TaskView::of(plan, identity.rank);
+    match prepare(&view, Some(topology), identity, options, stderr) {
         Ok(env) => exec(options.command, &env, options.scrub),
         Err(e) => e,
     }
 }
 
-fn prepare(
-    topology: &Topology,
-    plan: &Plan,
+/// Binds this process as `view` says and returns the task's environment, without
+/// exec'ing: the node ledger records the task between the two. With a topology the
+/// binding goes through hwloc, `--verbose` explains inherited bindings and `membind`
+/// works; without one (the cache's and the ledger's warm path) the kernel's
+/// `sched_setaffinity` binds, and the caller never comes here with `--verbose` or
+/// `membind`.
+pub fn prepare(
+    view: &env::TaskView,
+    topology: Option<&Topology>,
     identity: &Identity,
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
+    let unbound = !view.is_bound();
+    let Some(topology) = topology else {
+        if !unbound && view.apply {
+            bind::bind_cpus_raw(&view.cpus)?;
+        }
+        return finish(view, identity, options, stderr);
+    };
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
-    let unbound = plan.unit.unit == Unit::None;
     let inherited = (options.verbose || (options.membind && unbound))
         .then(|| bind::current(topology))
         .flatten();
@@ -136,10 +149,12 @@ fn prepare(
             );
         }
     }
-    let task = &plan.tasks[identity.rank];
-    let view = env::TaskView::of(plan, identity.rank);
+    let mut cpuset = CpuSet::new();
+    for &c in &view.cpus {
+        cpuset.set(c);
+    }
     if !unbound && view.apply {
-        bind::bind_cpus(topology, &task.cpuset)?;
+        bind::bind_cpus(topology, &cpuset)?;
     }
     if options.membind {
         let fallback;
@@ -147,11 +162,11 @@ fn prepare(
             fallback = inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target());
             &fallback
         } else {
-            &task.cpuset
+            &cpuset
         };
         bind::bind_memory_local(topology, cpus)?;
     }
-    finish(&view, identity, options, stderr)
+    finish(view, identity, options, stderr)
 }
 
 /// The last steps shared by both paths: the `--report` line and the task's environment.
@@ -177,12 +192,7 @@ pub fn run_cached(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> LaunchError {
-    if view.is_bound() && view.apply {
-        if let Err(e) = bind::bind_cpus_raw(&view.cpus) {
-            return e;
-        }
-    }
-    match finish(view, identity, options, stderr) {
+    match prepare(view, None, identity, options, stderr) {
         Ok(env) => exec(options.command, &env, options.scrub),
         Err(e) => e,
     }
@@ -191,7 +201,7 @@ pub fn run_cached(
 /// Replaces this process with the command. std's `exec` is used rather than a raw
 /// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
 /// the application starts with default dispositions.
-fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> LaunchError {
+pub fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> LaunchError {
     let program = crate::error::clip(&command[0].to_string_lossy(), 160);
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..])

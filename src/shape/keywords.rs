@@ -197,6 +197,30 @@ impl Keyword for CoreKind {
     ];
 }
 
+/// How a job takes units on a node other jobs use (SEMANTICS §13; the INFN packing
+/// paper's policies). Containers are the node's packages (else NUMA nodes, else L3s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pack {
+    /// Prefer the freest containers (OCS `-bsort S`; INFN "none").
+    Spread,
+    /// Prefer containers other jobs already use, keeping free ones whole (OCS `-bsort s`;
+    /// INFN "relaxed"). The default.
+    #[default]
+    Fill,
+    /// Only whole free containers, and keep other jobs out of them (OCS `-bstart S -bstop
+    /// S`; INFN "exclusive").
+    Exclusive,
+}
+
+impl Keyword for Pack {
+    const WHAT: &'static str = "packing policy";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("spread", Pack::Spread),
+        ("fill", Pack::Fill),
+        ("exclusive", Pack::Exclusive),
+    ];
+}
+
 /// Serde, schema and display support shared by the keyword enums.
 macro_rules! keyword_impls {
     ($($ty:ident: $desc:literal),* $(,)?) => {$(
@@ -237,6 +261,7 @@ keyword_impls!(
     Bind: "Binding unit (core, pu = process, none), binding width (package = socket, die, numa, l3cache, l2cache: the whole objects the task's units touch) or GPU locality (gpu-local, gpu-remote).",
     Membind: "Memory binding policy.",
     CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds.",
+    Pack: "Packing policy on a shared node: spread (freest containers first), fill (partly used containers first; default), exclusive (whole free containers only, kept from other jobs).",
 );
 
 impl<'de> Deserialize<'de> for Pattern {

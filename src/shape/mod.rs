@@ -18,7 +18,7 @@ use std::path::Path;
 
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
-pub use keywords::{Bind, CoreKind, Membind, ObjType, Pattern};
+pub use keywords::{Bind, CoreKind, Membind, ObjType, Pack, Pattern};
 pub use model::{Options, Resource, Shape, Version};
 pub use schema::{schema_json, SCHEMA_URL_COMMENT};
 pub(crate) use validate::did_you_mean;

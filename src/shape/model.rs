@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::validate;
-use super::{Bind, CoreKind, Count, Membind, ObjType, Pattern};
+use super::{Bind, CoreKind, Count, Membind, ObjType, Pack, Pattern};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -71,6 +71,12 @@ pub struct Options {
     /// `-binding linear:4`); it places the tasks instead of `resources`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ge: Option<String>,
+    /// On a node other jobs use: `spread`, `fill` (default) or `exclusive` (SEMANTICS §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<Pack>,
+    /// When too few units are free, take units other jobs hold instead of refusing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub share: bool,
 }
 
 impl Options {

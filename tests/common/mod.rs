@@ -57,7 +57,22 @@ pub fn binder() -> Command {
     }
     // The machine's own site reservation (/etc/binder/site.yaml) must not change results.
     cmd.env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml");
+    // Tests run in parallel: each launch gets a node ledger of its own, so two tests'
+    // tasks never see each other as jobs on the same node (the ledger's tests share one
+    // on purpose).
+    cmd.env("BINDER_LEDGER_DIR", private_ledger());
     cmd
+}
+
+/// A fresh, not yet created, node ledger directory for one test.
+pub fn private_ledger() -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    std::env::temp_dir().join(format!(
+        "binder-test-ledger-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
 }
 
 /// Variables that would change binder's idea of which task it is.

@@ -158,16 +158,21 @@ fn stale_binder_variables_never_reach_the_task() {
                 "--",
                 "sh",
                 "-c",
-                "env | grep ^BINDER_ | grep -v ^BINDER_SITE_FILE= | sort",
+                "env | grep ^BINDER_ | grep -v -e ^BINDER_SITE_FILE= -e ^BINDER_LEDGER_DIR= | sort",
             ])
             .env("BINDER_CPUS", "0-99")
             .env("BINDER_CPUSET", "0xffffffff")
             .env("BINDER_GPUS", "7")
-            .env("BINDER_NICS", "ib9"),
+            .env("BINDER_NICS", "ib9")
+            .env("BINDER_JOB", "stale"),
         SUCCESS,
     );
+    // BINDER_JOB is the ledger's name for the job: outside a launcher, the process group.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (job, rest) = text.split_once('\n').unwrap();
+    assert!(job.starts_with("BINDER_JOB=pgid-"), "{text}");
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        rest,
         "BINDER_LOCAL_RANK=0\nBINDER_LOCAL_SIZE=1\nBINDER_UNIT=none\n"
     );
 }

@@ -1,0 +1,192 @@
+//! What binder reads about *processes* (never about the topology: hwloc owns that): a
+//! process's parent, process group, start time and command name (`/proc/PID/stat`), and
+//! its owner and real CPU affinity (`/proc/PID/status`). The node ledger checks every
+//! entry against these, and job identity walks up to the launcher's daemon with them.
+//!
+//! Behind the [`Procs`] trait so tests can describe processes that do not exist. Every
+//! read is bounded (a status file is a few KiB; more is refused) and every number parsed
+//! is checked, so a hostile `comm` (it may hold spaces and parentheses) cannot confuse it.
+
+use std::io::Read;
+
+/// The biggest `/proc` file read (status files are about 1.5 KiB).
+const MAX_PROC_BYTES: u64 = 64 << 10;
+
+/// From `/proc/PID/stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// The command name (`comm`, at most 15 bytes).
+    pub comm: String,
+    /// Parent PID.
+    pub ppid: u32,
+    /// Process group.
+    pub pgrp: u32,
+    /// Start time in clock ticks since boot: with the PID, names one process for the
+    /// whole uptime (a PID is reused, the pair is not).
+    pub start: u64,
+}
+
+/// From `/proc/PID/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Real user id.
+    pub uid: u32,
+    /// `Cpus_allowed_list`: the main thread's affinity, OS numbers ascending.
+    pub cpus: Vec<usize>,
+}
+
+/// Reads processes; [`Real`] reads `/proc`.
+pub trait Procs {
+    /// This process's PID.
+    fn me(&self) -> u32;
+    /// A process's stat line, `None` when it does not exist or cannot be read.
+    fn stat(&self, pid: u32) -> Option<Stat>;
+    /// A process's status, `None` when it does not exist or cannot be read.
+    fn status(&self, pid: u32) -> Option<Status>;
+}
+
+/// The real `/proc`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Real;
+
+impl Procs for Real {
+    fn me(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        parse_stat(&read(&format!("/proc/{pid}/stat"))?)
+    }
+
+    fn status(&self, pid: u32) -> Option<Status> {
+        parse_status(&read(&format!("/proc/{pid}/status"))?)
+    }
+}
+
+fn read(path: &str) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_PROC_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// Parses a stat line. `comm` sits in parentheses and may itself hold `)` and spaces, so
+/// the fields are read after the *last* `)`.
+pub fn parse_stat(line: &str) -> Option<Stat> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let comm = line.get(open + 1..close)?.to_owned();
+    // After ") ": state(3) ppid(4) pgrp(5) session(6) ... starttime(22).
+    let rest: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(Stat {
+        comm,
+        ppid: u32::try_from(field(4)?).ok()?,
+        pgrp: u32::try_from(field(5)?).ok()?,
+        start: field(22)?,
+    })
+}
+
+/// Parses a status file's `Uid:` (the real one) and `Cpus_allowed_list:` lines.
+pub fn parse_status(text: &str) -> Option<Status> {
+    let mut uid = None;
+    let mut cpus = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("Uid:") {
+            uid = v.split_whitespace().next().and_then(|u| u.parse().ok());
+        } else if let Some(v) = line.strip_prefix("Cpus_allowed_list:") {
+            cpus = parse_list(v.trim());
+        }
+    }
+    Some(Status {
+        uid: uid?,
+        cpus: cpus?,
+    })
+}
+
+/// The largest CPU number binder reads in a list (hwloc's own limit is far below).
+pub const MAX_CPU: usize = 1 << 20;
+
+/// Parses a kernel CPU list (`0-3,8,10-11`) into ascending numbers; `None` when malformed
+/// or naming a CPU above [`MAX_CPU`]. An empty string is the empty list.
+pub fn parse_list(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    if text.is_empty() {
+        return Some(out);
+    }
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
+            None => {
+                let a = part.parse::<usize>().ok()?;
+                (a, a)
+            }
+        };
+        if a > b || b > MAX_CPU {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_a_hostile_comm() {
+        // Field numbers from proc(5): ppid 4, pgrp 5, starttime 22.
+        let line =
+            "4242 (a) b) c) S 17 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+        assert_eq!(
+            parse_stat(line),
+            Some(Stat {
+                comm: "a) b) c".into(),
+                ppid: 17,
+                pgrp: 4240,
+                start: 987654
+            })
+        );
+        assert_eq!(parse_stat("4242 (x) S 17"), None);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn status_lines() {
+        let text = "Name:\tsleep\nUid:\t1000\t1000\t1000\t1000\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1,4\n";
+        assert_eq!(
+            parse_status(text),
+            Some(Status {
+                uid: 1000,
+                cpus: vec![0, 1, 4]
+            })
+        );
+        assert_eq!(parse_status("Uid:\t1000\n"), None);
+    }
+
+    #[test]
+    fn lists() {
+        assert_eq!(parse_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_list(""), Some(vec![]));
+        assert_eq!(parse_list("3-1"), None);
+        assert_eq!(parse_list("0-99999999999"), None);
+        assert_eq!(parse_list("a"), None);
+    }
+
+    #[test]
+    fn this_process_reads_back() {
+        let me = Real.me();
+        let stat = Real.stat(me).expect("own stat");
+        assert_eq!(stat.ppid, std::os::unix::process::parent_id());
+        let status = Real.status(me).expect("own status");
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(status.uid, unsafe { libc::getuid() });
+        assert!(!status.cpus.is_empty());
+    }
+}

@@ -1,0 +1,283 @@
+//! [`run`]: a validated configuration through the stages, for the CLI. The library's
+//! pure stages are in `lib.rs`; this file adds what a command line needs around them: the
+//! site file, the node cache, the node ledger, and where output goes.
+
+use std::io::Write;
+
+use crate::config::{Action, Config};
+use crate::error::Error;
+use crate::shape::{self, Membind, Shape};
+use crate::topology::{self, Source};
+use crate::{cache, ge, identity, launch, ledger, report};
+use crate::{fill_ge_topology, load_topology, plan};
+
+mod shared;
+
+/// What a launch plans: the shape and where it came from, for the ledger's path.
+struct Job<'a> {
+    config: &'a Config,
+    shape: &'a Shape,
+    origin: &'a str,
+    /// The shape's bytes and every request that changes the plan (the cache key's text).
+    text: &'a str,
+    identity: &'a identity::Identity,
+}
+
+/// `binder node`: this host's topology and the ledger, verified.
+fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
+    let topology = topology::load(&Source::Host, false)?;
+    let (dir, scan) = match ledger::Ledger::open(&|k| env.var(k)) {
+        Ok(l) => {
+            let _guard = l.lock(false)?;
+            let scan = ledger::verify(
+                l.read_all(),
+                &crate::procfs::Real,
+                ledger::now_ticks(),
+                ledger::clock_hz(),
+            );
+            (l.dir().display().to_string(), scan)
+        }
+        Err(why) => (format!("not used ({why})"), ledger::Scan::default()),
+    };
+    let node = ledger::node::build(
+        &topology,
+        &scan,
+        &dir,
+        &identity::hostname(),
+        &ledger::node::user_name,
+    );
+    let text = if json {
+        serde_json::to_string_pretty(&node).unwrap_or_default() + "\n"
+    } else {
+        ledger::node::render_text(&node)
+    };
+    out.write_all(text.as_bytes()).map_err(Error::Output)
+}
+
+/// Whether `BINDER_CACHE_TRACE=1` asks for the cache's decisions on stderr.
+fn tracing() -> bool {
+    std::env::var("BINDER_CACHE_TRACE").is_ok_and(|v| v == "1")
+}
+
+/// The node cache and this launch's key, or `None` when the cache is off or cannot key
+/// this host. `--verbose` and `membind` need the hwloc topology itself, so they skip it.
+fn node_cache(
+    config: &Config,
+    membind: bool,
+    text: &str,
+    size: usize,
+    err: &mut impl Write,
+) -> Option<(cache::Cache, cache::Key)> {
+    if config.verbose || membind {
+        return None;
+    }
+    cache::Cache::open(&|k| std::env::var(k).ok())
+        .and_then(|c| Ok((c, cache::Key::for_host(text, size, config.gpus_per_task)?)))
+        .map_err(|why| {
+            if tracing() {
+                report::emit(err, &format!("cache off: {why}"));
+            }
+        })
+        .ok()
+}
+
+/// The cached views for the key, if any.
+fn cache_lookup(
+    (c, key): &(cache::Cache, cache::Key),
+    err: &mut impl Write,
+) -> Option<Vec<launch::env::TaskView>> {
+    match c.lookup(key) {
+        Ok(views) => {
+            if tracing() {
+                report::emit(err, &format!("cache hit: {}", c.dir().display()));
+            }
+            Some(views)
+        }
+        Err(why) => {
+            if tracing() {
+                report::emit(err, &format!("cache miss: {why}"));
+            }
+            None
+        }
+    }
+}
+
+/// Stores a fresh plan's views.
+fn cache_store(
+    (c, key): &(cache::Cache, cache::Key),
+    views: Vec<launch::env::TaskView>,
+    err: &mut impl Write,
+) {
+    let stored = c.store(key, views);
+    if tracing() {
+        let what = stored.map_or_else(|e| e, |()| c.dir().display().to_string());
+        report::emit(err, &format!("cache store: {what}"));
+    }
+}
+
+fn launch_options<'a>(
+    config: &Config,
+    shape: &Shape,
+    command: &'a [std::ffi::OsString],
+    scrub: &'a [&'static str],
+) -> launch::Options<'a> {
+    launch::Options {
+        command,
+        openmp: shape.options.openmp,
+        membind: shape.options.membind == Some(Membind::Local),
+        report: config.report,
+        verbose: config.verbose,
+        scrub,
+    }
+}
+
+/// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
+/// `err`. A launch that succeeds never returns (the process became the task).
+pub fn run(
+    config: &Config,
+    env: &dyn identity::Env,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), Error> {
+    if config.action == Action::Schema {
+        return out
+            .write_all(shape::schema_json().as_bytes())
+            .map_err(Error::Output);
+    }
+    if let Action::Topology(reserve) = &config.action {
+        let topology = topology::load(&config.source, false)?;
+        let mut tree = topology.ge_tree();
+        let mut entries = ge::reserve::site(&|k| env.var(k))?;
+        entries.extend(reserve.iter().cloned());
+        ge::reserve::apply(&mut tree, &entries)?;
+        return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
+    }
+    if let Action::Node(json) = config.action {
+        return node(env, json, out);
+    }
+    let identity = identity::identify(config.local_rank, config.local_size, env)?;
+    let (origin, text, mut shape) = match &config.shape {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = shape::read_text(path)?;
+            let shape = Shape::from_yaml(&text, &origin)?;
+            (origin, text, shape)
+        }
+        // `--ge` alone: a shape of nothing but the request.
+        None => {
+            let shape = Shape {
+                version: None,
+                options: shape::Options::default(),
+                resources: Vec::new(),
+            };
+            ("--ge".to_owned(), String::new(), shape)
+        }
+    };
+    if let Some(request) = &config.ge {
+        shape.options.ge = Some(request.clone());
+    }
+    // The site's reservation comes first; the shape's adds to it (SEMANTICS §12).
+    let site = ge::reserve::site(&|k| env.var(k))?;
+    shape.options.reserve.splice(0..0, site.iter().cloned());
+    shape.options.reserve.extend(config.reserve.iter().cloned());
+    if config.pack.is_some() {
+        shape.options.pack = config.pack;
+    }
+    shape.options.share |= config.share;
+    // What the cache key must cover beyond the shape file.
+    let text = format!(
+        "{text}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}",
+        shape.options.ge, shape.options.reserve, shape.options.pack
+    );
+    if let Action::Launch(command) = &config.action {
+        // Every launch on the host goes through the node ledger unless it is off; one
+        // that cannot be trusted is said (once per node: by local rank 0) and skipped.
+        match ledger::Ledger::open(&|k| env.var(k)) {
+            Ok(ledger) => {
+                let job = Job {
+                    config,
+                    shape: &shape,
+                    origin: &origin,
+                    text: &text,
+                    identity: &identity,
+                };
+                return Err(shared::launch(&ledger, &job, env, command, err));
+            }
+            Err(why) if why.starts_with("BINDER_LEDGER=") => {}
+            Err(why) => {
+                if identity.rank == 0 {
+                    report::emit(
+                        err,
+                        &format!("warning: node ledger not used, so other jobs on this node may get the same cpus: {why}"),
+                    );
+                }
+            }
+        }
+    }
+    let membind = shape.options.membind == Some(Membind::Local);
+    // Launches on the host may bind from the node cache (see `cache`): no discovery.
+    let cache = match &config.action {
+        Action::Launch(_) if config.source == Source::Host => {
+            node_cache(config, membind, &text, identity.size, err)
+        }
+        _ => None,
+    };
+    if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
+        if let Some(views) = cache_lookup(pair, err) {
+            let options = launch_options(config, &shape, command, &[]);
+            return Err(launch::run_cached(&views[identity.rank], &identity, &options, err).into());
+        }
+    }
+    // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
+    // through the environment (process-wide, so never done by `load_topology` itself).
+    let scrub = if config.source == Source::Host {
+        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+    } else {
+        Vec::new()
+    };
+    let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    let mut plan = plan(
+        &shape,
+        &origin,
+        &topology,
+        identity.size,
+        config.gpus_per_task,
+    )?;
+    if let Some(pair) = &cache {
+        let views = (0..plan.tasks.len())
+            .map(|r| launch::env::TaskView::of(&plan, r))
+            .collect();
+        cache_store(pair, views, err);
+    }
+    match &config.action {
+        Action::Launch(command) => {
+            let options = launch_options(config, &shape, command, &scrub);
+            Err(launch::run(&topology, &plan, &identity, &options, err).into())
+        }
+        _ => {
+            if config.verbose {
+                report::emit(err, &identity.describe());
+            }
+            let ranks = identity.rank_known.then_some([identity.rank]);
+            let header = format!("binder --dry-run {origin} on {}", config.source);
+            if config.format == report::Format::Pe && plan.ge.is_none() {
+                return Err(Error::Usage(
+                    "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
+                ));
+            }
+            if config.format == report::Format::Rankfile {
+                return report::rankfile(&topology, &plan, out).map_err(Error::Output);
+            }
+            fill_ge_topology(&topology, &mut plan);
+            report::render(
+                &plan,
+                ranks.as_ref().map(|r| &r[..]),
+                config.format,
+                config.cpuset_format,
+                &header,
+                out,
+            )
+            .map_err(Error::Output)
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! A launch through the node ledger (SEMANTICS §13): under the ledger's lock, join this
+//! job's plan if another task of the job made one, else plan around the units other live
+//! jobs hold; bind; record this task; release the lock; exec.
+//!
+//! Binding happens *before* the task is recorded and while the lock is held, so any other
+//! binder that reads the entry finds this PID already bound as the entry says (an entry
+//! whose PIDs are not bound as recorded counts for nothing).
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use super::{cache_lookup, cache_store, launch_options, node_cache, Job};
+use crate::error::Error;
+use crate::identity::job::{job_of, JobId};
+use crate::identity::Env;
+use crate::launch::env::TaskView;
+use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, Scan};
+use crate::procfs::{Procs, Real};
+use crate::shape::Membind;
+use crate::topology::{self, Source, Topology};
+use crate::{launch, pack, report};
+
+/// Runs the launch; returns only on failure (the process became the task otherwise).
+pub(super) fn launch(
+    ledger: &Ledger,
+    job: &Job<'_>,
+    env: &dyn Env,
+    command: &[OsString],
+    err: &mut impl Write,
+) -> Error {
+    match attempt(ledger, job, env, command, err) {
+        Ok(e) | Err(e) => e,
+    }
+}
+
+/// `Ok` carries exec's failure, `Err` everything that stopped binder before it.
+fn attempt(
+    ledger: &Ledger,
+    job: &Job<'_>,
+    env: &dyn Env,
+    command: &[OsString],
+    err: &mut impl Write,
+) -> Result<Error, Error> {
+    let (config, identity, shape) = (job.config, job.identity, job.shape);
+    let procs = Real;
+    let me = procs.me();
+    let my_start = procs
+        .stat(me)
+        .map(|s| s.start)
+        .ok_or_else(|| LedgerError::Write("cannot read /proc/self/stat".into()))?;
+    let key = format!(
+        "{}\n#size:{}\n#gpus:{:?}",
+        job.text, identity.size, config.gpus_per_task
+    );
+    let base = job_of(identity, env, &procs);
+    let guard = ledger.lock(true)?;
+    let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
+    let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
+    tidy(ledger, &scan, now, hz);
+    let membind = shape.options.membind == Some(Membind::Local);
+    let io = shape.needs_io() || config.gpus_per_task.is_some();
+    let scrub = topology::block_unused_plugins(io);
+    let mut topology = None;
+    let (id, file, mut entry) = match joinable(ledger, &scan, &base, &key, job, now, hz) {
+        Some((file, entry)) => {
+            if config.verbose {
+                report::emit(
+                    err,
+                    &format!(
+                        "job {}: joins the plan its first task recorded in {}",
+                        entry.job,
+                        ledger.dir().display()
+                    ),
+                );
+            }
+            (entry.job.clone(), file, entry)
+        }
+        None => {
+            let (id, file) = fresh_name(ledger, &scan, &base, me);
+            let others = ledger::held_by_others(&scan, Some(&file));
+            let tasks = if others.is_empty() {
+                plain(job, &mut topology, err)?
+            } else {
+                around(job, &others, &mut topology, err)?
+            };
+            let entry = Entry {
+                format: ledger::FORMAT,
+                job: id.clone(),
+                key,
+                pack: shape.options.pack.unwrap_or_default(),
+                tasks,
+                members: Vec::new(),
+            };
+            (id, file, entry)
+        }
+    };
+    if (config.verbose || membind) && topology.is_none() {
+        topology = Some(crate::load_topology(
+            shape,
+            &Source::Host,
+            config.gpus_per_task,
+        )?);
+    }
+    let view = entry
+        .tasks
+        .get(identity.rank)
+        .cloned()
+        .ok_or_else(|| LedgerError::Write(format!("job {id} has no rank {}", identity.rank)))?;
+    let options = launch_options(config, shape, command, &scrub);
+    let mut task_env = launch::prepare(&view, topology.as_ref(), identity, &options, err)?;
+    task_env.push(("BINDER_JOB".into(), id.to_string()));
+    entry.members.retain(|m| m.rank != identity.rank);
+    entry.members.push(Member {
+        rank: identity.rank,
+        pid: me,
+        start: my_start,
+    });
+    ledger.write(&file, &entry).map_err(LedgerError::Write)?;
+    drop(guard);
+    Ok(launch::exec(command, &task_env, &scrub).into())
+}
+
+/// This user's entry of this job that the task can join: same job (or one of its
+/// instances), same shape and size, its rank not yet taken, and alive or young.
+fn joinable(
+    ledger: &Ledger,
+    scan: &Scan,
+    base: &JobId,
+    key: &str,
+    job: &Job<'_>,
+    now: u64,
+    hz: u64,
+) -> Option<(std::path::PathBuf, Entry)> {
+    let young = |e: &Entry| {
+        e.members
+            .iter()
+            .map(|m| m.start)
+            .min()
+            .is_some_and(|s| now.saturating_sub(s) < ledger::GRACE_SECS * hz)
+    };
+    let instance = format!("{base}+");
+    let live = scan.live.iter().map(|j| (&j.file, j.owner, &j.entry, true));
+    let dead = scan
+        .ignored
+        .iter()
+        .filter_map(|i| Some((&i.file, i.owner?, i.entry.as_ref()?, false)));
+    live.chain(dead)
+        .filter(|(_, owner, _, _)| *owner == ledger.uid())
+        .filter(|(_, _, e, _)| e.job == *base || e.job.0.starts_with(&instance))
+        .find(|(_, _, e, is_live)| {
+            e.key == key
+                && e.tasks.len() == job.identity.size
+                && !e.members.iter().any(|m| m.rank == job.identity.rank)
+                && (*is_live || young(e))
+        })
+        .map(|(file, _, e, _)| (file.clone(), e.clone()))
+}
+
+/// The job id and file a new plan is written under: the launcher's id, or an instance of
+/// it when a live job (or another user's planted file) already has that name.
+fn fresh_name(ledger: &Ledger, scan: &Scan, base: &JobId, me: u32) -> (JobId, std::path::PathBuf) {
+    let file = ledger.file_of(base);
+    let taken = scan.live.iter().any(|j| j.file == file)
+        || scan
+            .ignored
+            .iter()
+            .any(|i| i.file == file && i.owner != Some(ledger.uid()));
+    if taken {
+        let id = base.instance(me);
+        let file = ledger.file_of(&id);
+        (id, file)
+    } else {
+        (base.clone(), file)
+    }
+}
+
+/// Removes this user's files that count for nothing and are past their grace period.
+fn tidy(ledger: &Ledger, scan: &Scan, now: u64, hz: u64) {
+    for i in &scan.ignored {
+        let old = i.entry.as_ref().is_none_or(|e| {
+            e.members
+                .iter()
+                .map(|m| m.start)
+                .max()
+                .is_none_or(|s| now.saturating_sub(s) >= ledger::GRACE_SECS * hz)
+        });
+        if old {
+            ledger.remove(&i.file, i.owner);
+        }
+    }
+}
+
+/// The plan when no other job holds anything: from the node cache when it has it.
+fn plain(
+    job: &Job<'_>,
+    topology: &mut Option<Topology>,
+    err: &mut impl Write,
+) -> Result<Vec<TaskView>, Error> {
+    let (config, identity) = (job.config, job.identity);
+    let membind = job.shape.options.membind == Some(Membind::Local);
+    let cache = node_cache(config, membind, job.text, identity.size, err);
+    if let Some(views) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
+        return Ok(views);
+    }
+    let t = crate::load_topology(job.shape, &Source::Host, config.gpus_per_task)?;
+    let plan = crate::plan(
+        job.shape,
+        job.origin,
+        &t,
+        identity.size,
+        config.gpus_per_task,
+    )?;
+    let views: Vec<TaskView> = (0..plan.tasks.len())
+        .map(|r| TaskView::of(&plan, r))
+        .collect();
+    if let Some(pair) = &cache {
+        cache_store(pair, views.clone(), err);
+    }
+    *topology = Some(t);
+    Ok(views)
+}
+
+/// The plan around the units `others` hold, with the shape's packing policy; a refusal
+/// names the jobs in the way unless the shape shares.
+fn around(
+    job: &Job<'_>,
+    others: &[&LiveJob],
+    topology: &mut Option<Topology>,
+    err: &mut impl Write,
+) -> Result<Vec<TaskView>, Error> {
+    let (config, identity, shape) = (job.config, job.identity, job.shape);
+    let t = crate::load_topology(shape, &Source::Host, config.gpus_per_task)?;
+    let mut held: Vec<usize> = others
+        .iter()
+        .flat_map(|j| ledger::node::held_pus(&t, j))
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    let size = identity.size;
+    let gpus = config.gpus_per_task;
+    let planned = pack::plan_around(shape, job.origin, &t, size, gpus, &held);
+    let plan = match planned {
+        Ok(plan) => {
+            if config.verbose {
+                report::emit(
+                    err,
+                    &format!(
+                        "planned around cpus {} held by {} other job(s), pack {}",
+                        report::cpu_list(&held),
+                        others.len(),
+                        shape.options.pack.unwrap_or_default()
+                    ),
+                );
+            }
+            plan
+        }
+        Err(refusal) => {
+            // Would it fit on an empty node? Then the other jobs are why.
+            let Ok(alone) = crate::plan(shape, job.origin, &t, size, gpus) else {
+                return Err(refusal);
+            };
+            if shape.options.share {
+                if config.verbose {
+                    report::emit(
+                        err,
+                        "too few free units: shares units other jobs hold (share)",
+                    );
+                }
+                alone
+            } else {
+                return Err(occupied(&refusal, &alone, others, &t, job.origin).into());
+            }
+        }
+    };
+    let views = (0..plan.tasks.len())
+        .map(|r| TaskView::of(&plan, r))
+        .collect();
+    *topology = Some(t);
+    Ok(views)
+}
+
+/// The refusal that names the jobs holding what the plan would have used.
+fn occupied(
+    refusal: &Error,
+    alone: &crate::distribute::Plan,
+    others: &[&LiveJob],
+    topology: &Topology,
+    origin: &str,
+) -> LedgerError {
+    let wanted: std::collections::BTreeSet<usize> = alone
+        .tasks
+        .iter()
+        .flat_map(|t| report::cpus_of(&t.cpuset))
+        .collect();
+    let mut in_way: Vec<&&LiveJob> = others
+        .iter()
+        .filter(|j| {
+            ledger::node::held_pus(topology, j)
+                .iter()
+                .any(|p| wanted.contains(p))
+        })
+        .collect();
+    if in_way.is_empty() {
+        in_way = others.iter().collect();
+    }
+    let held: Vec<String> = in_way
+        .iter()
+        .map(|j| {
+            let pids: Vec<String> = j.live.iter().map(|m| m.pid.to_string()).collect();
+            format!(
+                "job {} of {} holds cpus {} (pids {})",
+                j.entry.job,
+                ledger::node::user_name(j.owner),
+                report::cpu_list(&ledger::node::held_pus(topology, j)),
+                crate::error::clip(&pids.join(","), 60)
+            )
+        })
+        .collect();
+    // The planner's own words, without its advice (the advice here is to wait or share);
+    // with every PU held there is nothing to plan on at all.
+    let what = match refusal {
+        Error::Topology(_) => "every allowed PU is held".to_owned(),
+        other => {
+            let text = other.to_string();
+            text.split("; ").next().unwrap_or(&text).to_owned()
+        }
+    };
+    let one = in_way.len() == 1;
+    LedgerError::Occupied {
+        what: format!("too few free units on this node for {origin} ({what})"),
+        held: held.join("; "),
+        them: if one { "it" } else { "them" },
+        their: if one { "its" } else { "their" },
+    }
+}
