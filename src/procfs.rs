@@ -17,6 +17,9 @@ const MAX_PROC_BYTES: u64 = 64 << 10;
 pub struct Stat {
     /// The command name (`comm`, at most 15 bytes).
     pub comm: String,
+    /// The state letter: `Z` (zombie) and `X` (dead) mean the process has ended even
+    /// though its `/proc` entry is still there.
+    pub state: char,
     /// Parent PID.
     pub ppid: u32,
     /// Process group.
@@ -48,6 +51,13 @@ pub trait Procs {
 /// The real `/proc`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Real;
+
+impl Stat {
+    /// Whether the process has ended (a zombie not yet reaped still has a stat line).
+    pub fn ended(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
 
 impl Procs for Real {
     fn me(&self) -> u32 {
@@ -84,6 +94,7 @@ pub fn parse_stat(line: &str) -> Option<Stat> {
     let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
     Some(Stat {
         comm,
+        state: rest.first()?.chars().next()?,
         ppid: u32::try_from(field(4)?).ok()?,
         pgrp: u32::try_from(field(5)?).ok()?,
         start: field(22)?,
@@ -148,6 +159,7 @@ mod tests {
             parse_stat(line),
             Some(Stat {
                 comm: "a) b) c".into(),
+                state: 'S',
                 ppid: 17,
                 pgrp: 4240,
                 start: 987654

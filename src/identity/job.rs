@@ -150,6 +150,7 @@ mod tests {
             };
             Some(Stat {
                 comm: comm.into(),
+                state: 'S',
                 ppid,
                 pgrp: 70,
                 start: u64::from(pid) * 10,

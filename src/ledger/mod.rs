@@ -208,6 +208,7 @@ fn member_counts(m: &Member, task: &TaskView, owner: u32, procs: &dyn Procs) -> 
     let pid = m.pid;
     let stat = procs
         .stat(pid)
+        .filter(|s| !s.ended())
         .ok_or_else(|| format!("pid {pid} is gone"))?;
     if stat.start != m.start {
         return Err(format!("pid {pid} is another process now"));

@@ -14,6 +14,7 @@ impl Procs for Fake {
     fn stat(&self, pid: u32) -> Option<Stat> {
         self.0.get(&pid).map(|(_, start, _)| Stat {
             comm: "app".into(),
+            state: if pid == 66 { 'Z' } else { 'S' },
             ppid: 1,
             pgrp: pid,
             start: *start,
@@ -88,6 +89,10 @@ fn forged_or_stale_entries_count_for_nothing() {
     let none = Fake(HashMap::new());
     let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &none).unwrap_err();
     assert!(e.contains("pid 10 is gone"), "{e}");
+    // A zombie: ended, not yet reaped by its launcher.
+    let procs = Fake([(66, (1000, 50, vec![0]))].into());
+    let e = one(entry(&[&[0]], &[(0, 66, 50)]), 1000, &procs).unwrap_err();
+    assert!(e.contains("pid 66 is gone"), "{e}");
     // Alive but another process (PID reused).
     let procs = Fake([(10, (1000, 99, vec![0]))].into());
     let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &procs).unwrap_err();

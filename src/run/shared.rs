@@ -279,6 +279,9 @@ fn around(
     Ok(views)
 }
 
+/// The most jobs a refusal names.
+const MAX_NAMED: usize = 4;
+
 /// The refusal that names the jobs holding what the plan would have used.
 fn occupied(
     refusal: &Error,
@@ -287,22 +290,26 @@ fn occupied(
     topology: &Topology,
     origin: &str,
 ) -> LedgerError {
+    // Every job holding an allowed PU is in the way: the plan failed on what they leave.
+    // Those holding the PUs the plan would have used come first.
     let wanted: std::collections::BTreeSet<usize> = alone
         .tasks
         .iter()
         .flat_map(|t| report::cpus_of(&t.cpuset))
         .collect();
-    let mut in_way: Vec<&&LiveJob> = others
+    let allowed = topology.hw().allowed_cpuset();
+    let mut in_way: Vec<(bool, &&LiveJob)> = others
         .iter()
-        .filter(|j| {
-            ledger::node::held_pus(topology, j)
-                .iter()
-                .any(|p| wanted.contains(p))
+        .filter_map(|j| {
+            let held = ledger::node::held_pus(topology, j);
+            held.iter()
+                .any(|&p| allowed.is_set(p))
+                .then(|| (!held.iter().any(|p| wanted.contains(p)), j))
         })
         .collect();
-    if in_way.is_empty() {
-        in_way = others.iter().collect();
-    }
+    in_way.sort_by_key(|(later, _)| *later);
+    let more = in_way.len().saturating_sub(MAX_NAMED);
+    let in_way: Vec<&&LiveJob> = in_way.into_iter().take(MAX_NAMED).map(|(_, j)| j).collect();
     let held: Vec<String> = in_way
         .iter()
         .map(|j| {
@@ -326,9 +333,15 @@ fn occupied(
         }
     };
     let one = in_way.len() == 1;
+    let mut held = held.join("; ");
+    if more > 0 {
+        held.push_str(&format!(
+            "; and {more} more job(s) (`binder node` lists them)"
+        ));
+    }
     LedgerError::Occupied {
         what: format!("too few free units on this node for {origin} ({what})"),
-        held: held.join("; "),
+        held,
         them: if one { "it" } else { "them" },
         their: if one { "its" } else { "their" },
     }

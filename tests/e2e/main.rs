@@ -7,6 +7,7 @@
 //! `CI=true` always, elsewhere unless `BINDER_ALLOW_SKIP=1` makes it a visible skip.
 #[path = "../common/mod.rs"]
 mod common;
+mod ledger;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -219,6 +220,15 @@ fn slurm_srun() {
         "--cpu-bind=none",
     ]);
     check(&mut srun);
+    // Two steps of one allocation are two jobs to the ledger (one Slurm per test binary:
+    // slurmd and the cgroup mount are not for sharing between parallel tests).
+    ledger::two_jobs_then_a_third(
+        "slurm",
+        &["salloc", "-n", "2", "--overcommit"],
+        &["srun", "-n1", "--overlap", "--cpu-bind=none"],
+        "slurm:",
+        &[("SLURM_CONF", &slurm.conf)],
+    );
 }
 
 /// 8 ranks sharing one stderr, 20 times, with `-v --report`: every line binder writes is

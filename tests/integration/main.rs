@@ -9,6 +9,7 @@ mod cli;
 mod ge;
 mod gpus;
 mod launch;
+mod ledger;
 mod oracle;
 mod placement;
 mod properties;

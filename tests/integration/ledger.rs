@@ -1,0 +1,264 @@
+//! The ledger's planning and its report, through the library: packing policies on a
+//! synthetic node (expectations by hand), and `binder node` on a synthetic ledger of a
+//! real topology (processes described by hand, PU numbers from `hwloc-calc`).
+
+use std::collections::HashMap;
+
+use binder::identity::job::JobId;
+use binder::launch::env::TaskView;
+use binder::ledger::{self, node, Entry, Member, Raw};
+use binder::procfs::{Procs, Stat, Status};
+use binder::shape::{Pack, Shape};
+use binder::topology::{self, Source, Topology};
+
+/// `pack:2 core:4 pu:1`: package 0 = PUs 0-3, package 1 = PUs 4-7.
+fn two_packages() -> Topology {
+    topology::load(&Source::Synthetic("pack:2 core:4 pu:1".into()), false).unwrap()
+}
+
+fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>, String> {
+    let mut shape = Shape::from_yaml(yaml, "t.yaml").unwrap();
+    shape.options.pack = Some(pack);
+    binder::pack::plan_around(&shape, "t.yaml", &two_packages(), 1, None, held)
+        .map(|p| {
+            p.tasks
+                .iter()
+                .map(|t| binder::report::cpus_of(&t.cpuset))
+                .collect()
+        })
+        .map_err(|e| e.to_string())
+}
+
+const TWO_CORES: &str = "resources:\n  - type: core\n    count: 2\n";
+const ALL_CORES: &str = "resources:\n  - type: core\n    count: all\n";
+const GE_TWO: &str = "options:\n  ge: -bunit C -bamount 2 -btype host\n";
+
+#[test]
+fn policies_choose_containers() {
+    // Another job holds PU 0 (package 0).
+    let held = [0];
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Fill, &held),
+        Ok(vec![vec![1, 2]])
+    );
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Spread, &held),
+        Ok(vec![vec![4, 5]])
+    );
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Exclusive, &held),
+        Ok(vec![vec![4, 5]])
+    );
+    // `count: all` keeps meaning every free unit whatever the policy.
+    for pack in [Pack::Fill, Pack::Spread] {
+        assert_eq!(
+            cpus_around(ALL_CORES, pack, &held),
+            Ok(vec![vec![1, 2, 3, 4, 5, 6, 7]])
+        );
+    }
+    assert_eq!(
+        cpus_around(ALL_CORES, Pack::Exclusive, &held),
+        Ok(vec![vec![4, 5, 6, 7]])
+    );
+    // Both packages partly used: no whole free package for an exclusive job.
+    assert!(cpus_around(TWO_CORES, Pack::Exclusive, &[0, 4]).is_err());
+    // Fill prefers the fuller package: package 1 has 1 free PU, too few; package 0 fits.
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Fill, &[0, 4, 5, 6]),
+        Ok(vec![vec![1, 2]])
+    );
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Fill, &[0, 1, 4]),
+        Ok(vec![vec![2, 3]])
+    );
+    // Spread prefers the freer package.
+    assert_eq!(
+        cpus_around(TWO_CORES, Pack::Spread, &[0, 4, 5]),
+        Ok(vec![vec![1, 2]])
+    );
+}
+
+#[test]
+fn policies_become_the_grid_engine_walk_order() {
+    let held = [0];
+    assert_eq!(cpus_around(GE_TWO, Pack::Fill, &held), Ok(vec![vec![1, 2]]));
+    assert_eq!(
+        cpus_around(GE_TWO, Pack::Spread, &held),
+        Ok(vec![vec![4, 5]])
+    );
+    assert_eq!(
+        cpus_around(GE_TWO, Pack::Exclusive, &held),
+        Ok(vec![vec![4, 5]])
+    );
+}
+
+/// Processes by PID: (uid, start, affinity); PID 66 is a zombie.
+struct Fake(HashMap<u32, (u32, u64, Vec<usize>)>);
+
+impl Procs for Fake {
+    fn me(&self) -> u32 {
+        1
+    }
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        self.0.get(&pid).map(|(_, start, _)| Stat {
+            comm: "app".into(),
+            state: 'S',
+            ppid: 1,
+            pgrp: pid,
+            start: *start,
+        })
+    }
+    fn status(&self, pid: u32) -> Option<Status> {
+        self.0.get(&pid).map(|(uid, _, cpus)| Status {
+            uid: *uid,
+            cpus: cpus.clone(),
+        })
+    }
+}
+
+/// A task on Naples cores `cores`: core c is PUs c and c + 48 (`hwloc-calc --po -I pu`).
+fn view(cores: std::ops::RangeInclusive<usize>) -> TaskView {
+    let places: Vec<Vec<usize>> = cores.map(|c| vec![c, c + 48]).collect();
+    let mut cpus: Vec<usize> = places.concat();
+    cpus.sort_unstable();
+    TaskView {
+        unit: "core".into(),
+        places,
+        cpus,
+        gpus: Vec::new(),
+        nics: Vec::new(),
+        binding: String::new(),
+        ge_env: Vec::new(),
+        apply: true,
+    }
+}
+
+fn file(
+    name: &str,
+    uid: u32,
+    job: &str,
+    pack: Pack,
+    tasks: Vec<TaskView>,
+    members: &[(usize, u32)],
+) -> Raw {
+    (
+        format!("/ledger/job.{uid}.{name}.json").into(),
+        Some(uid),
+        Ok(Entry {
+            format: ledger::FORMAT,
+            job: JobId(job.into()),
+            key: "k".into(),
+            pack,
+            tasks,
+            members: members
+                .iter()
+                .map(|&(rank, pid)| Member {
+                    rank,
+                    pid,
+                    start: 500,
+                })
+                .collect(),
+        }),
+    )
+}
+
+/// Naples (2 packages × 4 NUMA × 2 L3 × 3 cores × 2 PUs; core c is PUs c and c + 48):
+/// alice's Open MPI job on cores 0-3 and 12-15, bob's exclusive Slurm step on cores
+/// 24-25 (package 1), and three files that count for nothing.
+#[test]
+fn node_report_on_a_synthetic_ledger() {
+    let Some(shared) = crate::common::shared() else {
+        return;
+    };
+    let xml = crate::common::topology(&shared, "epyc7451-naples-2s-48c-smt2-8numa.xml");
+    let topology = topology::load(&Source::Xml(xml), false).unwrap();
+    let procs = Fake(
+        [
+            (101, (1000, 500, view(0..=3).cpus)),
+            // An OpenMP main thread narrowed to its first place still counts.
+            (102, (1000, 500, vec![12, 60])),
+            (201, (1001, 500, view(24..=25).cpus)),
+            // Alive, but not bound as its entry says.
+            (301, (1000, 500, (0..=95).collect())),
+        ]
+        .into(),
+    );
+    let files = vec![
+        file(
+            "openmpi_100",
+            1000,
+            "openmpi:100",
+            Pack::Fill,
+            vec![view(0..=3), view(12..=15)],
+            &[(0, 101), (1, 102)],
+        ),
+        file(
+            "slurm_7.0",
+            1001,
+            "slurm:7.0",
+            Pack::Exclusive,
+            vec![view(24..=25)],
+            &[(0, 201)],
+        ),
+        file(
+            "forged",
+            1000,
+            "pgid-9-9",
+            Pack::Fill,
+            vec![view(30..=30)],
+            &[(0, 301)],
+        ),
+        file(
+            "dead",
+            1001,
+            "hydra:77-1",
+            Pack::Spread,
+            vec![view(40..=40)],
+            &[(0, 401)],
+        ),
+        (
+            "/ledger/job.1000.torn.json".into(),
+            Some(1000),
+            Err("corrupt: EOF while parsing an object at line 1 column 40".into()),
+        ),
+    ];
+    // An hour after boot at 100 Hz; every task started long ago.
+    let scan = ledger::verify(files, &procs, 360_000, 100);
+    let users = |uid: u32| match uid {
+        1000 => "alice".to_owned(),
+        1001 => "bob".to_owned(),
+        other => other.to_string(),
+    };
+    let report = node::build(&topology, &scan, "/dev/shm/binder-ledger", "node17", &users);
+    // By hand: 20 PUs bound of 96; bob holds all of package 1 (48 PUs). Alice's 16 PUs
+    // need 1 package, 2 NUMA nodes (12 PUs) and 3 L3s (6 PUs); she uses 1, 2 (NUMA 0 and
+    // 2) and 4 (L3 0, 1, 4, 5). Bob needs and uses 1 of each. In use: 2 packages (96
+    // PUs), 3 NUMA nodes (36), 5 L3s (30).
+    assert_eq!((report.bound, report.allowed, report.held), (20, 96, 64));
+    let metrics: Vec<(&str, usize, usize, usize, f64, f64)> = report
+        .levels
+        .iter()
+        .map(|l| {
+            (
+                l.level,
+                l.in_use,
+                l.needed,
+                l.used,
+                l.packing_index,
+                l.fill_factor,
+            )
+        })
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            ("package", 2, 2, 2, 1.0, 0.21),
+            ("numa", 3, 3, 3, 1.0, 0.56),
+            ("l3", 5, 4, 5, 0.8, 0.67),
+        ]
+    );
+    assert_eq!(report.jobs[0].packing["l3"], 0.75);
+    assert_eq!(report.jobs[1].held, "24-47,72-95");
+    insta::assert_snapshot!("node_text", node::render_text(&report));
+    insta::assert_snapshot!("node_json", serde_json::to_string_pretty(&report).unwrap());
+}
