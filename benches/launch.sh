@@ -4,6 +4,7 @@
 # (what the first task pays: discovery), against `taskset -c 0 true`, `numactl -C 0 true`
 # and `hwloc-bind core:0 -- true`. A GPU shape is measured cold (I/O discovery; on a host
 # without GPUs it refuses after loading the topology, so its time is still the price).
+# With and without the node ledger (both warm, both through `env`): what the ledger adds.
 # Targets: warm <= 1.2x taskset (2-CPU VM; <= 1.5x on a 16-core node), cold <= 0.5x hwloc-bind.
 # Usage: benches/launch.sh [GPU_SHAPE]   (needs hyperfine, numactl, hwloc; builds binder)
 set -euo pipefail
@@ -11,7 +12,8 @@ cd "$(dirname "$0")/.."
 gpu_shape=${1:-shapes/gpu-local.yaml}
 cargo build --release -q
 cache=$(mktemp -d)
-export BINDER_CACHE_DIR=$cache
+ledger=$(mktemp -d)
+export BINDER_CACHE_DIR=$cache BINDER_LEDGER_DIR=$ledger
 target/release/binder shapes/cores-packed.yaml -- true   # fills the cache
 out=$(mktemp)
 hyperfine -N -i --warmup 30 --min-runs 300 --export-json "$out" \
@@ -19,10 +21,12 @@ hyperfine -N -i --warmup 30 --min-runs 300 --export-json "$out" \
   -n numactl "numactl -C 0 true" \
   -n hwloc-bind "hwloc-bind core:0 -- true" \
   -n binder-warm "target/release/binder shapes/cores-packed.yaml -- true" \
+  -n binder-warm-no-ledger "env BINDER_LEDGER=off target/release/binder shapes/cores-packed.yaml -- true" \
+  -n binder-warm-ledger "env BINDER_LEDGER=on target/release/binder shapes/cores-packed.yaml -- true" \
   -n binder-cold "env BINDER_CACHE=off target/release/binder shapes/cores-packed.yaml -- true" \
   -n env-only "env BINDER_CACHE=off true" \
   -n binder-gpu "env BINDER_CACHE=off target/release/binder $gpu_shape -- true"
-rm -rf "$cache"
+rm -rf "$cache" "$ledger"
 python3 - "$out" <<'PY'
 import json, sys
 r = {x["command"]: x["median"] for x in json.load(open(sys.argv[1]))["results"]}
@@ -36,4 +40,7 @@ print(f"binder warm / numactl -C = {r['binder-warm']/r['numactl']:.2f}")
 print(f"binder cold / taskset    = {cold/r['taskset']:.2f}")
 print(f"binder cold / hwloc-bind = {cold/r['hwloc-bind']:.2f} (target <= 0.5)")
 print(f"binder gpu (cold) / binder cold = {gpu/cold:.2f} (the price of I/O discovery)")
+# Both through `env`, so the ratio is the node ledger's own cost (SEMANTICS §13).
+print(f"ledger on / ledger off   = {r['binder-warm-ledger']/r['binder-warm-no-ledger']:.2f}"
+      f" (+{(r['binder-warm-ledger']-r['binder-warm-no-ledger'])*1e3:.2f} ms per task)")
 PY

@@ -241,7 +241,7 @@ fn read_one(path: &Path) -> (Option<u32>, Result<Entry, String>) {
     if meta.len() > MAX_FILE_BYTES {
         return (owner, Err(format!("larger than {MAX_FILE_BYTES} bytes")));
     }
-    let mut text = String::new();
+    let mut text = String::with_capacity(meta.len() as usize + 1);
     if let Err(e) = file.take(MAX_FILE_BYTES).read_to_string(&mut text) {
         return (owner, Err(format!("unreadable: {e}")));
     }

@@ -58,8 +58,6 @@ fn attempt(
     let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
     tidy(ledger, &scan, now, hz);
     let membind = shape.options.membind == Some(Membind::Local);
-    let io = shape.needs_io() || config.gpus_per_task.is_some();
-    let scrub = topology::block_unused_plugins(io);
     let mut topology = None;
     let (id, file, mut entry) = match joinable(ledger, &scan, &base, &key, job, now, hz) {
         Some((file, entry)) => {
@@ -95,12 +93,15 @@ fn attempt(
         }
     };
     if (config.verbose || membind) && topology.is_none() {
-        topology = Some(crate::load_topology(
-            shape,
-            &Source::Host,
-            config.gpus_per_task,
-        )?);
+        topology = Some(load(job)?);
     }
+    // hwloc's plugin blocklist, set in binder's environment when a topology was loaded,
+    // is kept from the task.
+    let scrub = if topology.is_some() {
+        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+    } else {
+        Vec::new()
+    };
     let view = entry
         .tasks
         .get(identity.rank)
@@ -190,6 +191,14 @@ fn tidy(ledger: &Ledger, scan: &Scan, now: u64, hz: u64) {
     }
 }
 
+/// This host's topology, with hwloc's unused plugins blocked first (the CLI is
+/// single-threaded, so it may set that in its own environment).
+fn load(job: &Job<'_>) -> Result<Topology, Error> {
+    let io = job.shape.needs_io() || job.config.gpus_per_task.is_some();
+    topology::block_unused_plugins(io);
+    crate::load_topology(job.shape, &Source::Host, job.config.gpus_per_task)
+}
+
 /// The plan when no other job holds anything: from the node cache when it has it.
 fn plain(
     job: &Job<'_>,
@@ -202,7 +211,7 @@ fn plain(
     if let Some(views) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
         return Ok(views);
     }
-    let t = crate::load_topology(job.shape, &Source::Host, config.gpus_per_task)?;
+    let t = load(job)?;
     let plan = crate::plan(
         job.shape,
         job.origin,
@@ -229,7 +238,7 @@ fn around(
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, Error> {
     let (config, identity, shape) = (job.config, job.identity, job.shape);
-    let t = crate::load_topology(shape, &Source::Host, config.gpus_per_task)?;
+    let t = load(job)?;
     let mut held: Vec<usize> = others
         .iter()
         .flat_map(|j| ledger::node::held_pus(&t, j))
