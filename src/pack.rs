@@ -25,26 +25,31 @@ use crate::ge::Letter;
 use crate::shape::{ObjType, Pack, Shape};
 use crate::topology::Topology;
 
+/// Each object of type `kind` as its allowed PUs (OS numbers), in logical order; objects
+/// with none are left out.
+pub fn allowed_pus(topology: &Topology, kind: ObjType) -> Vec<Vec<usize>> {
+    let allowed = topology.hw().allowed_cpuset();
+    topology
+        .objects(kind)
+        .iter()
+        .filter_map(|o| {
+            let pus: Vec<usize> = o
+                .cpuset()?
+                .iter_set()
+                .map(usize::from)
+                .filter(|&p| allowed.is_set(p))
+                .collect();
+            (!pus.is_empty()).then_some(pus)
+        })
+        .collect()
+}
+
 /// The container level of `topology` and each container's allowed PUs (OS numbers), in
 /// logical order; empty when the node has one container.
 pub fn containers(topology: &Topology) -> (Option<ObjType>, Vec<Vec<usize>>) {
     for level in [ObjType::Package, ObjType::Numa, ObjType::L3] {
-        let objects = topology.objects(level);
-        if objects.len() > 1 {
-            let allowed = topology.hw().allowed_cpuset();
-            let sets = objects
-                .iter()
-                .map(|o| {
-                    o.cpuset()
-                        .map(|c| {
-                            c.iter_set()
-                                .map(usize::from)
-                                .filter(|&p| allowed.is_set(p))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                })
-                .collect();
+        let sets = allowed_pus(topology, level);
+        if sets.len() > 1 {
             return (Some(level), sets);
         }
     }

@@ -137,25 +137,8 @@ pub fn build(
         ("l3", ObjType::L3),
     ]
     .into_iter()
-    .map(|(name, kind)| {
-        let sets = topology
-            .objects(kind)
-            .iter()
-            .map(|o| {
-                o.cpuset()
-                    .map(|c| {
-                        c.iter_set()
-                            .map(usize::from)
-                            .filter(|p| allowed.contains(p))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
-            .filter(|s: &Vec<usize>| !s.is_empty())
-            .collect();
-        (name, sets)
-    })
-    .filter(|(_, sets): &(_, Vec<Vec<usize>>)| !sets.is_empty())
+    .map(|(name, kind)| (name, crate::pack::allowed_pus(topology, kind)))
+    .filter(|(_, sets)| !sets.is_empty())
     .collect();
     let mut sums: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
     let mut jobs = Vec::new();
