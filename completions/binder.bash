@@ -35,7 +35,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --report --verbose --help --version schema topology node generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

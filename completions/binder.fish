@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_binder_global_optspecs
-    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= pack= share ge-topology= topology= synthetic= i/input= format= cpuset-output-format= report v/verbose h/help V/version
+    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= pack= share ge-topology= topology= synthetic= i/input= format= cpuset-output-format= show-env report v/verbose h/help V/version
 end
 
 function __fish_binder_needs_command
@@ -45,6 +45,7 @@ list\t'Range list, 0-3,64'
 taskset\t'taskset hex, 0x1000000000000000f'"
 complete -c binder -n "__fish_binder_needs_command" -s n -l dry-run -d 'Print the placement of every local task instead of running anything'
 complete -c binder -n "__fish_binder_needs_command" -l share -d 'Take units other jobs hold when too few are free, rather than refuse'
+complete -c binder -n "__fish_binder_needs_command" -l show-env -d 'Dry-run text: print under each rank the variables binder would set (JSON has `env`)'
 complete -c binder -n "__fish_binder_needs_command" -l report -d 'Print this task\'s binding on stderr before running it (also BINDER_REPORT=1)'
 complete -c binder -n "__fish_binder_needs_command" -s v -l verbose -d 'Say which launcher and variables gave the task identity, and warn about inherited bindings narrower than the allowed CPUs'
 complete -c binder -n "__fish_binder_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'

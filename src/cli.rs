@@ -134,6 +134,10 @@ pub struct Cli {
     )]
     pub cpuset_output_format: Option<CofArg>,
 
+    /// Dry-run text: print under each rank the variables binder would set (JSON has `env`).
+    #[arg(long, help_heading = "Output options")]
+    pub show_env: bool,
+
     /// Print this task's binding on stderr before running it (also BINDER_REPORT=1).
     #[arg(long, help_heading = "Output options")]
     pub report: bool,

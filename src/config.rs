@@ -48,6 +48,8 @@ pub struct Config {
     pub format: Format,
     /// How cpusets are printed in the text form.
     pub cpuset_format: CpusetFormat,
+    /// `--show-env`: the dry-run text prints each rank's environment.
+    pub show_env: bool,
     /// Print this task's binding on stderr before exec.
     pub report: bool,
     /// Explain identity and inherited bindings on stderr.
@@ -114,9 +116,10 @@ impl Config {
             )));
         }
         let dry_run = action == Action::DryRun;
-        if !dry_run && (cli.format.is_some() || cli.cpuset_output_format.is_some()) {
+        if !dry_run && (cli.format.is_some() || cli.cpuset_output_format.is_some() || cli.show_env)
+        {
             return Err(Error::Usage(
-                "--format and --cpuset-output-format shape the --dry-run output; add --dry-run or drop them".into(),
+                "--format, --cpuset-output-format and --show-env shape the --dry-run output; add --dry-run or drop them".into(),
             ));
         }
         if cli.format == Some(FormatArg::Json) && cli.cpuset_output_format.is_some() {
@@ -179,6 +182,7 @@ impl Config {
                 Some(CofArg::List) => CpusetFormat::List,
                 Some(CofArg::Taskset) => CpusetFormat::Taskset,
             },
+            show_env: cli.show_env,
             report: cli.report || report,
             verbose: cli.verbose,
             pack: cli.pack.map(|p| match p {
@@ -203,6 +207,7 @@ impl Config {
             gpus_per_task: None,
             format: Format::Text,
             cpuset_format: CpusetFormat::Hwloc,
+            show_env: false,
             report: false,
             verbose: false,
             pack: None,

@@ -208,6 +208,59 @@ pub fn plan_taking(
     Ok(plan)
 }
 
+/// What each task of `plan` would get besides its CPUs, computed as a launch computes it:
+/// the environment ([`launch::env::task_env`], with `get` reading the inherited
+/// variables, so a user's `OMP_NUM_THREADS` shows as kept) and, with `membind: local`,
+/// the NUMA nodes of its CPUs (of the allowed CPUs for an unbound task, which at launch
+/// keeps what it inherited). The second value is the warnings rank 0 would print.
+pub fn preview(
+    topology: &Topology,
+    plan: &Plan,
+    shape: &Shape,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<report::Preview>, Vec<String>) {
+    let size = plan.tasks.len();
+    let mut warnings = Vec::new();
+    let previews = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(rank, task)| {
+            let view = launch::env::TaskView::of(plan, rank);
+            let who = identity::Identity {
+                rank,
+                size,
+                rank_known: true,
+                launcher: None,
+                vars: Vec::new(),
+                global_rank: None,
+            };
+            let env = launch::env::task_env(&view, &who, shape.options.openmp, get);
+            if rank == 0 {
+                warnings = env.warnings;
+            }
+            let mems = (shape.options.membind == Some(shape::Membind::Local)).then(|| {
+                let allowed;
+                let cpus = if task.units.is_empty() {
+                    allowed = topology.hw().allowed_cpuset().clone_target();
+                    &allowed
+                } else {
+                    &task.cpuset
+                };
+                hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), cpus)
+                    .iter_set()
+                    .map(usize::from)
+                    .collect()
+            });
+            report::Preview {
+                env: env.vars,
+                mems,
+            }
+        })
+        .collect();
+    (previews, warnings)
+}
+
 /// Fills each task's `ge_topology` (the node's string, the task's CPUs lowercase) for a
 /// plan a YAML shape made; a Grid Engine request's plan has them already. Only reports
 /// need them, so launching never pays for it.

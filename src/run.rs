@@ -269,12 +269,21 @@ pub fn run(
                 return report::rankfile(&topology, &plan, out).map_err(Error::Output);
             }
             fill_ge_topology(&topology, &mut plan);
-            report::render(
+            let (previews, warnings) = crate::preview(&topology, &plan, &shape, &|k| env.var(k));
+            for warning in warnings {
+                report::emit(err, &format!("warning: {warning}"));
+            }
+            let extras = report::Extras {
+                previews: &previews,
+                show_env: config.show_env,
+            };
+            report::render_with(
                 &plan,
                 ranks.as_ref().map(|r| &r[..]),
                 config.format,
                 config.cpuset_format,
                 &header,
+                extras,
                 out,
             )
             .map_err(Error::Output)

@@ -5,6 +5,7 @@ use crate::distribute::Plan;
 use crate::gpu::Vendor;
 use crate::report::{cpu_list, cpus_of, hwloc_mask};
 
+use super::omp::{self, Verdict};
 use crate::identity::Identity;
 
 /// The `BINDER_*` variables binder may set; those it does not set for a task are removed
@@ -116,24 +117,38 @@ fn ge_env(summary: &crate::ge::Summary, mine: &[usize]) -> Vec<(String, String)>
     env
 }
 
+/// The task's environment and what binder has to say about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskEnv {
+    /// The variables to set, in a stable order.
+    pub vars: Vec<(String, String)>,
+    /// What became of the user's own OpenMP variables (printed under `--verbose`).
+    pub notes: Vec<String>,
+    /// Warnings (printed by local rank 0, and by `--dry-run`).
+    pub warnings: Vec<String>,
+}
+
 /// The variables to set for local rank `identity.rank`, in a stable order. `get` reads the
-/// inherited environment, so that a user's own `OMP_NUM_THREADS` is kept.
+/// inherited environment: a user's own `OMP_NUM_THREADS` is kept, and so are their
+/// `OMP_PLACES` and `OMP_PROC_BIND` when they agree with the binding ([`super::omp`]).
 pub fn task_env(
     task: &TaskView,
     identity: &Identity,
     openmp: bool,
     get: &dyn Fn(&str) -> Option<String>,
-) -> Vec<(String, String)> {
-    let mut env = vec![
-        ("BINDER_LOCAL_RANK".to_owned(), identity.rank.to_string()),
-        ("BINDER_LOCAL_SIZE".to_owned(), identity.size.to_string()),
-        ("BINDER_UNIT".to_owned(), task.unit.clone()),
-    ];
+) -> TaskEnv {
+    let mut out = TaskEnv::default();
+    let env = &mut out.vars;
+    env.push(("BINDER_LOCAL_RANK".to_owned(), identity.rank.to_string()));
+    env.push(("BINDER_LOCAL_SIZE".to_owned(), identity.size.to_string()));
+    env.push(("BINDER_UNIT".to_owned(), task.unit.clone()));
     if task.is_bound() {
         env.push(("BINDER_CPUS".into(), cpu_list(&task.cpus)));
         env.push(("BINDER_CPUSET".into(), hwloc_mask(&task.cpus)));
+        let user_threads = get("OMP_NUM_THREADS");
+        let mut kept_places = None;
         if openmp {
-            if get("OMP_NUM_THREADS").is_none() {
+            if user_threads.is_none() {
                 env.push(("OMP_NUM_THREADS".into(), task.places.len().to_string()));
             }
             let places: Vec<String> = task
@@ -144,8 +159,52 @@ pub fn task_env(
                     format!("{{{}}}", pus.join(","))
                 })
                 .collect();
-            env.push(("OMP_PLACES".into(), places.join(",")));
-            env.push(("OMP_PROC_BIND".into(), "close".into()));
+            let ours = places.join(",");
+            match omp::places(get("OMP_PLACES").as_deref(), &task.cpus) {
+                Verdict::Unset => env.push(("OMP_PLACES".into(), ours)),
+                Verdict::Kept(v) => {
+                    out.notes.push(format!(
+                        "OMP_PLACES={v} kept: it agrees with cpus {}",
+                        cpu_list(&task.cpus)
+                    ));
+                    kept_places = Some(v);
+                }
+                Verdict::Replaced(v, why) => {
+                    out.notes
+                        .push(format!("OMP_PLACES={v} replaced by {ours}: {why}"));
+                    env.push(("OMP_PLACES".into(), ours));
+                }
+            }
+            match omp::proc_bind(get("OMP_PROC_BIND").as_deref()) {
+                Verdict::Unset => env.push(("OMP_PROC_BIND".into(), "close".into())),
+                Verdict::Kept(v) => out.notes.push(format!("OMP_PROC_BIND={v} kept")),
+                Verdict::Replaced(v, why) => {
+                    out.notes
+                        .push(format!("OMP_PROC_BIND={v} replaced by close: {why}"));
+                    env.push(("OMP_PROC_BIND".into(), "close".into()));
+                }
+            }
+        }
+        // More threads than places (or, without `openmp`, than CPUs) oversubscribes.
+        if let Some(wanted) = user_threads.as_deref().and_then(omp::threads) {
+            let (n, what) = if openmp {
+                let n = omp::count(
+                    kept_places.as_deref(),
+                    &task.cpus,
+                    &task.places,
+                    task.unit == "core",
+                );
+                (n, "OpenMP places")
+            } else {
+                (Some(task.cpus.len()), "cpus")
+            };
+            if let Some(n) = n.filter(|&n| wanted > n) {
+                out.warnings.push(format!(
+                    "OMP_NUM_THREADS={wanted} is more than the {n} {what} of local rank {} (cpus {}), so threads will share them; lower it or give each task more units",
+                    identity.rank,
+                    cpu_list(&task.cpus)
+                ));
+            }
         }
     }
     if !task.gpus.is_empty() {
@@ -183,5 +242,5 @@ pub fn task_env(
         env.push(("BINDER_NICS".into(), task.nics.join(",")));
     }
     env.extend(task.ge_env.iter().cloned());
-    env
+    out
 }

@@ -7,6 +7,7 @@
 
 pub mod bind;
 pub mod env;
+pub mod omp;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -180,7 +181,19 @@ fn finish(
         report::emit(stderr, &format!("{} {}", identity.label(), view.binding));
     }
     let get = |name: &str| std::env::var(name).ok();
-    Ok(env::task_env(view, identity, options.openmp, &get))
+    let task_env = env::task_env(view, identity, options.openmp, &get);
+    if options.verbose {
+        for note in &task_env.notes {
+            report::emit(stderr, note);
+        }
+    }
+    // Tasks of one job are alike: one warning per node, not one per task.
+    if identity.rank == 0 {
+        for warning in &task_env.warnings {
+            report::emit(stderr, &format!("warning: {warning}"));
+        }
+    }
+    Ok(task_env.vars)
 }
 
 /// Binds this process as a cached [`env::TaskView`] says (no hwloc topology: the kernel's

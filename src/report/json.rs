@@ -5,21 +5,23 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC"}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
 //! objects by logical index and `objects_physical` the same by OS index, `gpu_local` says
 //! per GPU whether it is near the task's CPUs, `spans` counts the packages, NUMA nodes
 //! and L3 caches the cpuset touches (SEMANTICS §10), `ge_topology` is the node's Grid
-//! Engine string with the rank's units lowercase (SEMANTICS §12). Fields are only ever added;
+//! Engine string with the rank's units lowercase (SEMANTICS §12), `env` the variables binder
+//! would set (what a launch sets, less `BINDER_JOB`; keys sorted) and `membind` the NUMA nodes memory
+//! would be bound to. Fields are only ever added;
 //! changing one needs a CHANGELOG entry.
 
 use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{cpu_list, cpus_of, hwloc_mask};
+use super::{cpu_list, cpus_of, hwloc_mask, Preview};
 use crate::distribute::Plan;
 
 /// One rank's line. A view of the plan kept separate so internal renames cannot change
@@ -68,6 +70,11 @@ pub struct TaskRecord {
     /// The node's Grid Engine topology string with this rank's units lowercase and all
     /// else uppercase (SEMANTICS §12).
     pub ge_topology: String,
+    /// The variables binder would set for the task (`BINDER_JOB` only exists at launch).
+    pub env: serde_json::Map<String, serde_json::Value>,
+    /// The NUMA nodes (OS numbers) its memory would be bound to (`membind: local`), or
+    /// null.
+    pub membind: Option<Vec<usize>>,
 }
 
 /// `spans` of one rank.
@@ -134,13 +141,29 @@ impl TaskRecord {
                 .flat_map(|&i| plan.nics[i].names())
                 .collect(),
             ge_topology: task.ge_topology.clone(),
+            env: serde_json::Map::new(),
+            membind: None,
         }
     }
 }
 
-pub(super) fn render(plan: &Plan, ranks: &[usize], out: &mut impl Write) -> io::Result<()> {
+pub(super) fn render(
+    plan: &Plan,
+    ranks: &[usize],
+    previews: &[Preview],
+    out: &mut impl Write,
+) -> io::Result<()> {
     for &rank in ranks {
-        serde_json::to_writer(&mut *out, &TaskRecord::new(plan, rank))?;
+        let mut record = TaskRecord::new(plan, rank);
+        if let Some(p) = previews.get(rank) {
+            record.env = p
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect();
+            record.membind.clone_from(&p.mems);
+        }
+        serde_json::to_writer(&mut *out, &record)?;
         out.write_all(b"\n")?;
     }
     Ok(())

@@ -43,6 +43,28 @@ pub enum CpusetFormat {
     Taskset,
 }
 
+/// What a task would get besides its CPUs and devices, for `--dry-run` to show: the
+/// environment binder would set and the memory binding ([`crate::preview`] computes it
+/// with the same functions a launch uses).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preview {
+    /// The variables binder would set, in the order it sets them (`BINDER_JOB`, which
+    /// names the job in the node ledger, is only known at launch).
+    pub env: Vec<(String, String)>,
+    /// The NUMA nodes (OS numbers) memory would be bound to, when `membind: local`.
+    pub mems: Option<Vec<usize>>,
+}
+
+/// Dry-run extras: one [`Preview`] per task (or none), and whether the text form prints
+/// the environment (`--show-env`; JSON always has it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// One per task, by local rank; empty when not computed.
+    pub previews: &'a [Preview],
+    /// Print each task's environment on a line of its own in the text form.
+    pub show_env: bool,
+}
+
 /// Writes the lines of `ranks` (all of them when `None`) in `format`.
 pub fn render(
     plan: &Plan,
@@ -52,11 +74,32 @@ pub fn render(
     header: &str,
     out: &mut impl Write,
 ) -> io::Result<()> {
+    render_with(
+        plan,
+        ranks,
+        format,
+        cpuset_format,
+        header,
+        Extras::default(),
+        out,
+    )
+}
+
+/// [`render`] with each task's environment and memory binding.
+pub fn render_with(
+    plan: &Plan,
+    ranks: Option<&[usize]>,
+    format: Format,
+    cpuset_format: CpusetFormat,
+    header: &str,
+    extras: Extras<'_>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let all: Vec<usize> = (0..plan.tasks.len()).collect();
     let ranks = ranks.unwrap_or(&all);
     match format {
-        Format::Text => text::render(plan, ranks, cpuset_format, header, out),
-        Format::Json => json::render(plan, ranks, out),
+        Format::Text => text::render(plan, ranks, cpuset_format, header, extras, out),
+        Format::Json => json::render(plan, ranks, extras.previews, out),
         Format::Pe => writeln!(out, "{}", plan.ge.as_ref().map_or("", |g| g.pe.as_str())),
         // The rankfile numbers cores within sockets, which needs the topology.
         Format::Rankfile => Err(io::Error::other(

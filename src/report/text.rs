@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{cpu_list, cpus_of, hwloc_mask, index_ranges, taskset_mask, CpusetFormat};
+use super::{cpu_list, cpus_of, hwloc_mask, index_ranges, taskset_mask, CpusetFormat, Extras};
 use crate::distribute::{Locality, Plan, UnitObj};
 
 pub(super) fn render(
@@ -11,6 +11,7 @@ pub(super) fn render(
     ranks: &[usize],
     cpuset_format: CpusetFormat,
     header: &str,
+    extras: Extras<'_>,
     out: &mut impl Write,
 ) -> io::Result<()> {
     let unit = plan.unit.unit;
@@ -113,10 +114,18 @@ pub(super) fn render(
         if !straddles.is_empty() {
             line.push_str(&format!("  ! spans {}", straddles.join(", ")));
         }
+        let preview = extras.previews.get(r);
+        if let Some(mems) = preview.and_then(|p| p.mems.as_ref()) {
+            line.push_str(&format!("  mems {}", cpu_list(mems)));
+        }
         if plan.ge.is_some() {
             line.push_str(&format!("  ge {}", task.ge_topology));
         }
         writeln!(out, "{}", line.trim_end())?;
+        if let Some(p) = preview.filter(|_| extras.show_env) {
+            let vars: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            writeln!(out, "    env {}", vars.join(" "))?;
+        }
     }
     if !plan.unused_slots.is_empty() {
         let mut unused = plan.unused_slots.clone();

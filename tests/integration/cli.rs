@@ -141,6 +141,8 @@ struct Record {
     spans: SpansRecord,
     nics: Vec<String>,
     ge_topology: String,
+    env: std::collections::BTreeMap<String, String>,
+    membind: Option<Vec<usize>>,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -195,6 +197,23 @@ fn json_contract() {
     assert!(r.gpu_local.is_empty() && r.nics.is_empty());
     // pack:2 core:2 pu:2 is NSCTTCTTSCTTCTT; packed, rank 1 has both cores of package 1.
     assert_eq!(r.ge_topology, "NSCTTCTTscttctt");
+    // What a launch of rank 1 would set (launch::env's rules; no `openmp`, no GPUs).
+    let env: Vec<(&str, &str)> = r
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("BINDER_CPUS", "4-7"),
+            ("BINDER_CPUSET", "0x000000f0"),
+            ("BINDER_LOCAL_RANK", "1"),
+            ("BINDER_LOCAL_SIZE", "2"),
+            ("BINDER_UNIT", "core"),
+        ]
+    );
+    assert_eq!(r.membind, None);
     // unit none: no CPUs, an empty mask as hwloc prints it.
     let text = stdout(&[
         "-n",

@@ -12,4 +12,5 @@ mod launch;
 mod ledger;
 mod oracle;
 mod placement;
+mod preview;
 mod properties;
