@@ -72,7 +72,122 @@ pub fn plan(
 /// [`plan`] with the PUs `held` (OS numbers) held by other jobs (the node ledger, SEMANTICS
 /// §13): they are skipped like a topology string's lowercase units. On a Grid Engine
 /// request without `-bsort`/`-bstart`/`-bstop`, the shape's `options.pack` supplies them.
+///
+/// With per-rank rules (`ranks:`), each rule's ranks are planned first, lowest rank first,
+/// as a job of their own around what earlier rules took; then the other ranks are planned
+/// with the shape around all of it, as if they were the whole job. A rule with
+/// `bind: none` and no resources takes nothing.
 pub fn plan_taking(
+    shape: &Shape,
+    origin: &str,
+    topology: &Topology,
+    local_size: usize,
+    gpus_per_task: Option<usize>,
+    held: &[usize],
+) -> Result<Plan, Error> {
+    if shape.ranks.is_empty() {
+        return plan_one(shape, origin, topology, local_size, gpus_per_task, held);
+    }
+    let (groups, rest) = shape.rank_groups(local_size);
+    let mut taken = held.to_vec();
+    let mut parts: Vec<(Vec<usize>, Option<String>, Option<Plan>)> = Vec::new();
+    for group in groups {
+        let plan = match &group.shape {
+            Some(sub) => {
+                let label = format!("{origin} (ranks {})", group.label);
+                let plan = plan_one(sub, &label, topology, group.ranks.len(), None, &taken)?;
+                taken.extend(plan.tasks.iter().flat_map(|t| report::cpus_of(&t.cpuset)));
+                Some(plan)
+            }
+            None => None,
+        };
+        parts.push((group.ranks, Some(group.label), plan));
+    }
+    let allowed = report::cpus_of(&topology.hw().allowed_cpuset());
+    if !rest.is_empty() && allowed.iter().all(|p| taken.contains(p)) {
+        let rules: Vec<String> = parts.iter().filter_map(|p| p.1.clone()).collect();
+        return Err(distribute::DistributeError::RulesTakeAll {
+            origin: origin.to_owned(),
+            rules: rules.join(", "),
+            rest: rest.len(),
+        }
+        .into());
+    }
+    let main = if rest.is_empty() {
+        None
+    } else {
+        Some(plan_one(
+            shape,
+            origin,
+            topology,
+            rest.len(),
+            gpus_per_task,
+            &taken,
+        )?)
+    };
+    // The merged plan keeps the main plan's header (or the first rule's when every rank
+    // has a rule) and takes each task from the plan that placed it.
+    let mut base = match (&main, parts.iter().find_map(|p| p.2.as_ref())) {
+        (Some(m), _) | (None, Some(m)) => m.clone(),
+        (None, None) => plan_one(shape, origin, topology, 1, gpus_per_task, &taken)?,
+    };
+    let unbound = |rank: usize| distribute::Task {
+        local_rank: rank,
+        units: Vec::new(),
+        cpuset: CpuSet::new(),
+        gpus: Vec::new(),
+        nics: Vec::new(),
+        slot: None,
+        spans: distribute::Spans::default(),
+        ge_topology: String::new(),
+        rule: None,
+        unit: Some(unit::UnitChoice {
+            unit: unit::Unit::None,
+            rule: unit::Rule::Explicit,
+            width: None,
+        }),
+    };
+    let mut tasks: Vec<Option<distribute::Task>> = vec![None; local_size];
+    if let Some(main) = main {
+        for (task, &rank) in main.tasks.into_iter().zip(&rest) {
+            tasks[rank] = Some(distribute::Task {
+                local_rank: rank,
+                ..task
+            });
+        }
+        if base.gpus.is_empty() {
+            base.gpus = main.gpus;
+        }
+    }
+    for (ranks, label, plan) in parts {
+        let rule_unit = plan.as_ref().map(|p| p.unit);
+        let mut dealt = plan.map(|p| {
+            if base.gpus.is_empty() {
+                base.gpus.clone_from(&p.gpus);
+            }
+            p.tasks.into_iter()
+        });
+        for rank in ranks {
+            let task = dealt.as_mut().and_then(Iterator::next).map_or_else(
+                || unbound(rank),
+                |t| distribute::Task {
+                    local_rank: rank,
+                    unit: rule_unit,
+                    ..t
+                },
+            );
+            tasks[rank] = Some(distribute::Task {
+                rule: label.clone(),
+                ..task
+            });
+        }
+    }
+    base.tasks = tasks.into_iter().flatten().collect();
+    Ok(base)
+}
+
+/// [`plan_taking`] for a shape without per-rank rules (or one rule's shape).
+fn plan_one(
     shape: &Shape,
     origin: &str,
     topology: &Topology,
@@ -102,6 +217,7 @@ pub fn plan_taking(
     };
     let mut taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
     taken.extend_from_slice(held);
+    let whole = topology;
     let without;
     let topology = if request.is_none() && !taken.is_empty() {
         without = topology.without(&taken)?;
@@ -185,6 +301,9 @@ pub fn plan_taking(
         locality,
     };
     let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
+    if !std::ptr::eq(topology, whole) {
+        renumber(whole, &mut plan);
+    }
     plan.levels = distribute::Spans::LEVELS
         .into_iter()
         .filter(|level| shape.items().iter().any(|r| r.kind == *level))
@@ -206,6 +325,30 @@ pub fn plan_taking(
         });
     }
     Ok(plan)
+}
+
+/// Gives the units of a plan made on a restricted topology (other jobs' or earlier rules'
+/// PUs taken out) the logical indexes they have on the whole node: hwloc renumbers a
+/// restricted topology, and `core:0` must name the same core in every report.
+fn renumber(whole: &Topology, plan: &mut Plan) {
+    let Some(kind) = plan.unit.unit.obj_type() else {
+        return;
+    };
+    let by_pu: std::collections::HashMap<usize, usize> = whole
+        .objects(kind)
+        .iter()
+        .filter_map(|o| Some((o.cpuset()?.first_set().map(usize::from)?, o.logical_index())))
+        .collect();
+    let units = plan
+        .tasks
+        .iter_mut()
+        .flat_map(|t| t.units.iter_mut())
+        .chain(plan.unused.iter_mut());
+    for u in units {
+        if let Some(&logical) = u.pus.first().and_then(|p| by_pu.get(p)) {
+            u.logical = logical;
+        }
+    }
 }
 
 /// What each task of `plan` would get besides its CPUs, computed as a launch computes it:
@@ -235,11 +378,11 @@ pub fn preview(
                 vars: Vec::new(),
                 global_rank: None,
             };
-            let env = launch::env::task_env(&view, &who, shape.options.openmp, get);
+            let env = launch::env::task_env(&view, &who, shape.options_for(rank).openmp, get);
             if rank == 0 {
                 warnings = env.warnings;
             }
-            let mems = (shape.options.membind == Some(shape::Membind::Local)).then(|| {
+            let mems = shape.membind_for(rank).then(|| {
                 let allowed;
                 let cpus = if task.units.is_empty() {
                     allowed = topology.hw().allowed_cpuset().clone_target();

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use crate::shape::{self, Membind, Shape};
+use crate::shape::{self, Shape};
 use crate::topology::{self, Source};
 use crate::{cache, ge, identity, launch, ledger, report};
 use crate::{fill_ge_topology, load_topology, plan};
@@ -118,13 +118,14 @@ fn cache_store(
 fn launch_options<'a>(
     config: &Config,
     shape: &Shape,
+    rank: usize,
     command: &'a [std::ffi::OsString],
     scrub: &'a [&'static str],
 ) -> launch::Options<'a> {
     launch::Options {
         command,
-        openmp: shape.options.openmp,
-        membind: shape.options.membind == Some(Membind::Local),
+        openmp: shape.options_for(rank).openmp,
+        membind: shape.membind_for(rank),
         report: config.report,
         verbose: config.verbose,
         scrub,
@@ -169,6 +170,7 @@ pub fn run(
                 version: None,
                 options: shape::Options::default(),
                 resources: Vec::new(),
+                ranks: shape::Ranks::new(),
             };
             ("--ge".to_owned(), String::new(), shape)
         }
@@ -214,7 +216,7 @@ pub fn run(
             }
         }
     }
-    let membind = shape.options.membind == Some(Membind::Local);
+    let membind = shape.membind_for(identity.rank);
     // Launches on the host may bind from the node cache (see `cache`): no discovery.
     let cache = match &config.action {
         Action::Launch(_) if config.source == Source::Host => {
@@ -224,7 +226,7 @@ pub fn run(
     };
     if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
         if let Some(views) = cache_lookup(pair, err) {
-            let options = launch_options(config, &shape, command, &[]);
+            let options = launch_options(config, &shape, identity.rank, command, &[]);
             return Err(launch::run_cached(&views[identity.rank], &identity, &options, err).into());
         }
     }
@@ -251,7 +253,7 @@ pub fn run(
     }
     match &config.action {
         Action::Launch(command) => {
-            let options = launch_options(config, &shape, command, &scrub);
+            let options = launch_options(config, &shape, identity.rank, command, &scrub);
             Err(launch::run(&topology, &plan, &identity, &options, err).into())
         }
         _ => {

@@ -100,6 +100,10 @@ pub struct Task {
     /// The node's topology string with this task's units lowercase (SEMANTICS §12): set
     /// by a Grid Engine request's plan, else by [`crate::fill_ge_topology`] (reports only).
     pub ge_topology: String,
+    /// The `ranks:` rule that planned this task (its key, `0` or `1-2`), if one did.
+    pub rule: Option<String>,
+    /// The rule's unit, when a rule planned the task (else the plan's).
+    pub unit: Option<UnitChoice>,
 }
 
 /// How many objects of each container level a task's cpuset touches (SEMANTICS §10);
@@ -169,9 +173,26 @@ pub struct Plan {
     pub ge: Option<crate::ge::Summary>,
 }
 
+impl Plan {
+    /// The unit of local rank `rank`: its rule's, else the plan's.
+    pub fn unit_of(&self, rank: usize) -> UnitChoice {
+        self.tasks[rank].unit.unwrap_or(self.unit)
+    }
+}
+
 /// The selection cannot be dealt to the tasks.
 #[derive(Debug, thiserror::Error)]
 pub enum DistributeError {
+    /// Per-rank rules took every CPU before the other ranks were planned.
+    #[error("{origin}: the `ranks:` rules ({rules}) take every cpu, leaving none for the other {rest} rank(s); give the rules fewer resources or add `bind: none` ranks")]
+    RulesTakeAll {
+        /// The shape.
+        origin: String,
+        /// The rules' keys.
+        rules: String,
+        /// How many ranks are left to plan.
+        rest: usize,
+    },
     /// Fewer units than tasks.
     #[error(
         "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node, \
@@ -298,6 +319,8 @@ pub fn distribute(
                 slot: None,
                 spans: Spans::default(),
                 ge_topology: String::new(),
+                rule: None,
+                unit: None,
             })
             .collect(),
         unused: Vec::new(),

@@ -55,7 +55,7 @@ impl TaskView {
     pub fn of(plan: &Plan, rank: usize) -> TaskView {
         let task = &plan.tasks[rank];
         TaskView {
-            unit: plan.unit.unit.to_string(),
+            unit: plan.unit_of(rank).unit.to_string(),
             cpus: cpus_of(&task.cpuset),
             places: task.units.iter().map(|u| u.pus.clone()).collect(),
             gpus: task

@@ -5,7 +5,7 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null,"rank_rule":null}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
@@ -75,6 +75,8 @@ pub struct TaskRecord {
     /// The NUMA nodes (OS numbers) its memory would be bound to (`membind: local`), or
     /// null.
     pub membind: Option<Vec<usize>>,
+    /// The `ranks:` rule that placed this rank (its key, `"0"` or `"1-2"`), or null.
+    pub rank_rule: Option<String>,
 }
 
 /// `spans` of one rank.
@@ -93,12 +95,13 @@ impl TaskRecord {
     pub fn new(plan: &Plan, rank: usize) -> TaskRecord {
         let task = &plan.tasks[rank];
         let cpus = cpus_of(&task.cpuset);
-        let unit = plan.unit.unit.to_string();
+        let choice = plan.unit_of(rank);
+        let unit = choice.unit.to_string();
         TaskRecord {
             local_rank: rank,
             local_size: plan.tasks.len(),
             unit: unit.clone(),
-            rule: plan.unit.rule.to_string(),
+            rule: choice.rule.to_string(),
             pattern: plan.pattern.to_string(),
             reverse: plan.reverse,
             locality: plan.locality.to_string(),
@@ -128,7 +131,7 @@ impl TaskRecord {
                 .iter()
                 .map(|&g| plan.gpus[g].locality.intersects(&task.cpuset))
                 .collect(),
-            bind_width: plan.unit.width.map(|w| w.hwloc_name().to_owned()),
+            bind_width: choice.width.map(|w| w.hwloc_name().to_owned()),
             slot: task.slot,
             spans: SpansRecord {
                 package: task.spans.package,
@@ -143,6 +146,7 @@ impl TaskRecord {
             ge_topology: task.ge_topology.clone(),
             env: serde_json::Map::new(),
             membind: None,
+            rank_rule: task.rule.clone(),
         }
     }
 }

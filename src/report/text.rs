@@ -55,11 +55,15 @@ pub(super) fn render(
                 CpusetFormat::List => cpu_list(&cpus),
                 CpusetFormat::Taskset => taskset_mask(&cpus),
             };
-            let (objects, cpus) = if task.units.is_empty() {
+            let (mut objects, cpus) = if task.units.is_empty() {
                 ("unbound".to_owned(), "-".to_owned())
             } else {
+                let unit = plan.unit_of(r).unit;
                 (objects(&unit.to_string(), &task.units), cpu_list(&cpus))
             };
+            if let Some(rule) = &task.rule {
+                objects.push_str(&format!(" (ranks {rule})"));
+            }
             [
                 format!("rank {r}/{n}"),
                 objects,
@@ -183,7 +187,7 @@ pub fn task_line(plan: &Plan, rank: usize, launcher: &str) -> String {
 /// What `--report` says of one task's binding: `unit core: core:0-1 cpus 0-3 mask 0xf`.
 pub fn task_binding(plan: &Plan, rank: usize) -> String {
     let task = &plan.tasks[rank];
-    let unit = plan.unit.unit;
+    let unit = plan.unit_of(rank).unit;
     let mut line = if task.units.is_empty() {
         format!("unit {unit}: not bound")
     } else {

@@ -16,7 +16,6 @@ use crate::identity::Env;
 use crate::launch::env::TaskView;
 use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, Scan};
 use crate::procfs::{Procs, Real};
-use crate::shape::Membind;
 use crate::topology::{self, Source, Topology};
 use crate::{launch, pack, report};
 
@@ -57,7 +56,7 @@ fn attempt(
     let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
     let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
     tidy(ledger, &scan, now, hz);
-    let membind = shape.options.membind == Some(Membind::Local);
+    let membind = shape.membind_for(identity.rank);
     let mut topology = None;
     let (id, file, mut entry) = match joinable(ledger, &scan, &base, &key, job, now, hz) {
         Some((file, entry)) => {
@@ -107,7 +106,7 @@ fn attempt(
         .get(identity.rank)
         .cloned()
         .ok_or_else(|| LedgerError::Write(format!("job {id} has no rank {}", identity.rank)))?;
-    let options = launch_options(config, shape, command, &scrub);
+    let options = launch_options(config, shape, identity.rank, command, &scrub);
     let mut task_env = launch::prepare(&view, topology.as_ref(), identity, &options, err)?;
     task_env.push(("BINDER_JOB".into(), id.to_string()));
     entry.members.retain(|m| m.rank != identity.rank);
@@ -206,7 +205,7 @@ fn plain(
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, Error> {
     let (config, identity) = (job.config, job.identity);
-    let membind = job.shape.options.membind == Some(Membind::Local);
+    let membind = job.shape.membind_for(job.identity.rank);
     let cache = node_cache(config, membind, job.text, identity.size, err);
     if let Some(views) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
         return Ok(views);

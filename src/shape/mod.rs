@@ -10,6 +10,7 @@ mod count;
 mod error;
 mod keywords;
 mod model;
+pub mod ranks;
 mod rules;
 mod schema;
 mod validate;
@@ -20,6 +21,7 @@ pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
 pub use keywords::{Bind, CoreKind, Membind, ObjType, Pack, Pattern};
 pub use model::{Options, Resource, Shape, Version};
+pub use ranks::{Group, RankList, RankRule, Ranks};
 pub use schema::{schema_json, SCHEMA_URL_COMMENT};
 pub(crate) use validate::did_you_mean;
 
@@ -33,11 +35,14 @@ impl Shape {
     /// Parses shape text; `origin` names it in error messages.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Shape, ShapeError> {
         let shape = Shape::parse(text, origin)?;
-        shape.check_tree().map_err(|message| ShapeError::Invalid {
-            origin: origin.to_owned(),
-            location: None,
-            message,
-        })?;
+        shape
+            .check_tree()
+            .and_then(|()| shape.check_ranks())
+            .map_err(|message| ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location: None,
+                message,
+            })?;
         Ok(shape)
     }
 

@@ -30,6 +30,11 @@ pub struct Shape {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub resources: Vec<Resource>,
+    /// Per-rank rules: local rank lists and what those ranks get instead of the plan
+    /// (`0: {bind: none}`, `"1-2": {resources: [...]}`); see [`super::ranks`].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(schema_with = "super::ranks::ranks_schema")]
+    pub ranks: super::Ranks,
 }
 
 /// Options that apply to the whole shape.

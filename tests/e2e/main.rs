@@ -120,6 +120,55 @@ fn open_mpi_with_its_default_binding() {
     ]));
 }
 
+/// Per-rank rules (`ranks:`, issue #13) under `mpirun`: local rank 0 of
+/// `shapes/master-worker.yaml` keeps the affinity it inherited (here, without Open MPI's
+/// binding, every CPU this test may use), the other ranks get what the dry-run promises.
+#[test]
+fn per_rank_rules_under_mpirun() {
+    if !available("mpirun") {
+        return;
+    }
+    let shape = "shapes/master-worker.yaml";
+    let tasks = TASKS + 1;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let inherited = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let bin = env!("CARGO_BIN_EXE_binder");
+    let mut launcher = mpirun();
+    launcher
+        .args(["--bind-to", "none", "-np", &tasks.to_string()])
+        .current_dir(root())
+        .args([bin, shape, "--", "sh", "-c", PROBE])
+        .env("BINDER_LEDGER_DIR", common::private_ledger());
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) {
+            launcher.env_remove(key);
+        }
+    }
+    let out = run(&mut launcher, SUCCESS);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = promised(shape, tasks);
+    assert_eq!(want[&0], "", "the dry-run leaves rank 0 unbound");
+    let mut seen = 0;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        let rank: usize = f[0].parse().unwrap();
+        if rank == 0 {
+            assert_eq!(f[1], inherited, "rank 0 keeps its affinity\n{text}");
+            assert_eq!(f[2], "", "rank 0 has no BINDER_CPUS\n{text}");
+        } else {
+            assert_eq!(f[1], want[&rank], "rank {rank}: kernel vs dry-run\n{text}");
+            assert_eq!(f[2], want[&rank], "rank {rank}: BINDER_CPUS\n{text}");
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, tasks, "{text}");
+}
+
 #[test]
 fn mpich_hydra() {
     if !available("mpiexec.hydra") {

@@ -143,6 +143,7 @@ struct Record {
     ge_topology: String,
     env: std::collections::BTreeMap<String, String>,
     membind: Option<Vec<usize>>,
+    rank_rule: Option<String>,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -213,7 +214,7 @@ fn json_contract() {
             ("BINDER_UNIT", "core"),
         ]
     );
-    assert_eq!(r.membind, None);
+    assert_eq!((r.membind.clone(), r.rank_rule.clone()), (None, None));
     // unit none: no CPUs, an empty mask as hwloc prints it.
     let text = stdout(&[
         "-n",

@@ -33,10 +33,13 @@ fn catalog_agrees_with_hwloc_calc() {
         .unwrap()
         .map(|e| format!("shapes/{}", e.unwrap().file_name().to_string_lossy()))
         // The oracle implements SEMANTICS §1–5: shapes with slots, devices or a binding
-        // width are checked by `placement.rs` instead.
+        // width are checked by `placement.rs` instead; per-rank rules below.
         .filter(|s| {
             let shape = binder::shape::Shape::from_file(&root().join(s)).unwrap();
-            !shape.has_slots() && !shape.needs_io() && binder::unit::choose(&shape).width.is_none()
+            !shape.has_slots()
+                && !shape.needs_io()
+                && binder::unit::choose(&shape).width.is_none()
+                && shape.ranks.is_empty()
         })
         .collect();
     shapes.sort();
@@ -65,4 +68,40 @@ fn catalog_agrees_with_hwloc_calc() {
     );
     let want = format!("{} passed, 0 failed", TOPOLOGIES.len() * shapes.len() * 4);
     assert_eq!(text.lines().last(), Some(want.as_str()));
+}
+
+/// `shapes/master-worker.yaml` is `cores-packed.yaml` with rank 0 left unbound: its ranks
+/// 1..n must be exactly what `cores-packed` gives n-1 tasks, which the sweep above checks
+/// against hwloc-calc.
+#[test]
+fn master_worker_is_cores_packed_for_the_other_ranks() {
+    let Some(shared) = shared() else { return };
+    let load = |f: &str| binder::shape::Shape::from_file(&root().join(f)).unwrap();
+    let (master, packed) = (
+        load("shapes/master-worker.yaml"),
+        load("shapes/cores-packed.yaml"),
+    );
+    for name in TOPOLOGIES {
+        let source = binder::topology::Source::Xml(crate::common::topology(&shared, name));
+        let topology = binder::topology::load(&source, false).unwrap();
+        for n in [2, 3, 8] {
+            let (m, p) = match (
+                binder::plan(&master, "m", &topology, n, None),
+                binder::plan(&packed, "p", &topology, n - 1, None),
+            ) {
+                (Ok(m), Ok(p)) => (m, p),
+                // Too few cores for n-1 tasks: both refuse.
+                (Err(_), Err(_)) => continue,
+                (m, p) => panic!("{name} n={n}: {:?} vs {:?}", m.err(), p.err()),
+            };
+            assert!(m.tasks[0].cpuset.is_empty(), "{name} n={n}: rank 0 unbound");
+            for r in 1..n {
+                assert_eq!(
+                    m.tasks[r].cpuset,
+                    p.tasks[r - 1].cpuset,
+                    "{name} n={n} rank {r}"
+                );
+            }
+        }
+    }
 }

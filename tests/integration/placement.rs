@@ -363,3 +363,49 @@ fn nic_near_shape_names_the_nearest_nic() {
     }
     assert!(with_nics >= 10, "only {with_nics} topologies with NICs");
 }
+
+/// Per-rank rules (`ranks:`): a rule's ranks are planned first, the others around them,
+/// and logical indexes stay those of the whole node. Expected by hand on
+/// `pack:2 core:4 pu:2` (core L#i = PUs 2i, 2i+1): rank 1's rule takes the first core of
+/// package 0 as two PU units (0, 1); the 7 cores left are dealt packed to ranks 2-3, 3
+/// each (cores 1-3, 4-6), the remainder core 7 unused; rank 0 is unbound.
+#[test]
+fn per_rank_rules_plan_around_each_other() {
+    let topology = topology::load(&Source::Synthetic("pack:2 core:4 pu:2".into()), false).unwrap();
+    let shape = Shape::from_yaml(
+        "resources: [{type: core, count: all}]\nranks:\n  0: {bind: none}\n  1: {bind: pu, resources: [{type: package, with: [{type: core}]}]}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let plan = binder::plan(&shape, "t.yaml", &topology, 4, None).unwrap();
+    assert_eq!(cpus(&plan, 0), Vec::<usize>::new());
+    assert_eq!(plan.tasks[0].rule.as_deref(), Some("0"));
+    assert_eq!(cpus(&plan, 1), [0, 1]);
+    assert_eq!(plan.unit_of(1).unit.to_string(), "pu");
+    assert_eq!(cpus(&plan, 2), [2, 3, 4, 5, 6, 7]);
+    assert_eq!(cpus(&plan, 3), [8, 9, 10, 11, 12, 13]);
+    let logical: Vec<usize> = plan.tasks[3].units.iter().map(|u| u.logical).collect();
+    assert_eq!(logical, [4, 5, 6]);
+    assert_eq!(
+        plan.unused.iter().map(|u| u.logical).collect::<Vec<_>>(),
+        [7]
+    );
+    assert!(plan
+        .tasks
+        .iter()
+        .enumerate()
+        .all(|(r, t)| t.local_rank == r));
+    // A rule that takes everything leaves the others nothing, and the refusal says so.
+    let greedy = Shape::from_yaml(
+        "resources: [{type: core}]\nranks: {0: {resources: [{type: core, count: all}]}}",
+        "g.yaml",
+    )
+    .unwrap();
+    let e = binder::plan(&greedy, "g.yaml", &topology, 2, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("g.yaml: the `ranks:` rules (0) take every cpu"),
+        "{e}"
+    );
+}
