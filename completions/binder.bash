@@ -86,7 +86,7 @@ _binder() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "text json pe rankfile" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "text json pe rankfile map svg" -- "${cur}"))
                     return 0
                     ;;
                 --cpuset-output-format)

@@ -39,7 +39,9 @@ complete -c binder -n "__fish_binder_needs_command" -s i -l input -d 'hwloc\'s s
 complete -c binder -n "__fish_binder_needs_command" -l format -d 'Dry-run output format (default: text)' -r -f -a "text\t'Aligned lines for people'
 json\t'One JSON object per rank per line'
 pe\t'The pe_hostfile fourth column of a Grid Engine request (`0,0:0,1`)'
-rankfile\t'An Open MPI rankfile for the node\'s tasks'"
+rankfile\t'An Open MPI rankfile for the node\'s tasks'
+map\t'The node drawn in the terminal, each PU labelled with its rank'
+svg\t'The node as an lstopo-like SVG picture, ranks coloured'"
 complete -c binder -n "__fish_binder_needs_command" -l cpuset-output-format -l cof -d 'How the dry-run text form prints cpusets (default: hwloc)' -r -f -a "hwloc\t'hwloc bitmap string, 0x0000000f,,0x00000001'
 list\t'Range list, 0-3,64'
 taskset\t'taskset hex, 0x1000000000000000f'"

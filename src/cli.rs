@@ -288,6 +288,10 @@ pub enum FormatArg {
     Pe,
     /// An Open MPI rankfile for the node's tasks.
     Rankfile,
+    /// The node drawn in the terminal, each PU labelled with its rank.
+    Map,
+    /// The node as an lstopo-like SVG picture, ranks coloured.
+    Svg,
 }
 
 /// `--cpuset-output-format` values (hwloc's names).

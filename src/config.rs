@@ -176,6 +176,8 @@ impl Config {
                 Some(FormatArg::Json) => Format::Json,
                 Some(FormatArg::Pe) => Format::Pe,
                 Some(FormatArg::Rankfile) => Format::Rankfile,
+                Some(FormatArg::Map) => Format::Map,
+                Some(FormatArg::Svg) => Format::Svg,
             },
             cpuset_format: match cli.cpuset_output_format {
                 None | Some(CofArg::Hwloc) => CpusetFormat::Hwloc,

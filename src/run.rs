@@ -270,6 +270,13 @@ pub fn run(
             if config.format == report::Format::Rankfile {
                 return report::rankfile(&topology, &plan, out).map_err(Error::Output);
             }
+            if matches!(config.format, report::Format::Map | report::Format::Svg) {
+                use std::io::IsTerminal;
+                // Colour only for a person at a terminal, and never with NO_COLOR set.
+                let colour = std::io::stdout().is_terminal() && env.var("NO_COLOR").is_none();
+                return report::picture(&topology, &plan, config.format, &header, colour, out)
+                    .map_err(Error::Output);
+            }
             fill_ge_topology(&topology, &mut plan);
             let (previews, warnings) = crate::preview(&topology, &plan, &shape, &|k| env.var(k));
             for warning in warnings {

@@ -5,6 +5,8 @@
 //! object indexes are logical unless labelled physical.
 
 mod json;
+pub mod map;
+pub mod svg;
 mod text;
 
 use std::io::{self, Write};
@@ -29,6 +31,10 @@ pub enum Format {
     Pe,
     /// An Open MPI rankfile ([`rankfile`], which takes the topology).
     Rankfile,
+    /// The node drawn in the terminal ([`map`], which takes the topology).
+    Map,
+    /// The node as SVG ([`svg`], which takes the topology).
+    Svg,
 }
 
 /// How the text form prints a cpuset (hwloc's `--cpuset-output-format`).
@@ -101,10 +107,40 @@ pub fn render_with(
         Format::Text => text::render(plan, ranks, cpuset_format, header, extras, out),
         Format::Json => json::render(plan, ranks, extras.previews, out),
         Format::Pe => writeln!(out, "{}", plan.ge.as_ref().map_or("", |g| g.pe.as_str())),
-        // The rankfile numbers cores within sockets, which needs the topology.
-        Format::Rankfile => Err(io::Error::other(
-            "the rankfile is written by report::rankfile, which takes the topology",
+        // These draw or number the machine, which needs the topology.
+        Format::Rankfile | Format::Map | Format::Svg => Err(io::Error::other(
+            "the rankfile, map and svg are written by report::rankfile and report::picture, which take the topology",
         )),
+    }
+}
+
+/// The `--format map` or `svg` picture of the node with `plan`'s ranks; `colour` adds
+/// ANSI colours to the map (for a terminal).
+pub fn picture(
+    topology: &Topology,
+    plan: &Plan,
+    format: Format,
+    header: &str,
+    colour: bool,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let root = map::tree(topology, plan);
+    if format == Format::Svg {
+        svg::render(&root, header, out)
+    } else {
+        writeln!(out, "# {header}")?;
+        map::render_text(&root, plan.tasks.len(), colour, out)?;
+        let unbound: Vec<usize> = (0..plan.tasks.len())
+            .filter(|&r| plan.tasks[r].cpuset.is_empty())
+            .collect();
+        if !unbound.is_empty() {
+            writeln!(
+                out,
+                "not bound (not drawn): rank {}",
+                index_ranges(&unbound)
+            )?;
+        }
+        Ok(())
     }
 }
 

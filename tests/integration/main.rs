@@ -11,6 +11,7 @@ mod gpus;
 mod launch;
 mod ledger;
 mod oracle;
+mod picture;
 mod placement;
 mod preview;
 mod properties;
