@@ -16,6 +16,9 @@ _binder() {
             ",$1")
                 cmd="binder"
                 ;;
+            binder,explain)
+                cmd="binder__subcmd__explain"
+                ;;
             binder,generate)
                 cmd="binder__subcmd__generate"
                 ;;
@@ -35,7 +38,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node explain generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -95,6 +98,52 @@ _binder() {
                     ;;
                 --cof)
                     COMPREPLY=($(compgen -W "hwloc list taskset" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        binder__subcmd__explain)
+            opts="-i -h --local-size --gpus-per-task --ge --topology --synthetic --input --ge-topology --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --local-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpus-per-task)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ge)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --synthetic)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --input)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ge-topology)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

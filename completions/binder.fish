@@ -55,6 +55,7 @@ complete -c binder -n "__fish_binder_needs_command" -s V -l version -d 'Print ve
 complete -c binder -n "__fish_binder_needs_command" -a "schema" -d 'Print the JSON Schema of the shape format'
 complete -c binder -n "__fish_binder_needs_command" -a "topology" -d 'Print the node\'s Grid Engine topology string (NSXYCTT...; lowercase = reserved)'
 complete -c binder -n "__fish_binder_needs_command" -a "node" -d 'Show the jobs bound on this node and its packing metrics (the node ledger)'
+complete -c binder -n "__fish_binder_needs_command" -a "explain" -d 'Explain a plan: the unit\'s rule, what each request matched or skipped, the dealing'
 complete -c binder -n "__fish_binder_needs_command" -a "generate" -d 'Print the man page or a shell completion script (for packagers)'
 complete -c binder -n "__fish_binder_using_subcommand schema" -s h -l help -d 'Print help'
 complete -c binder -n "__fish_binder_using_subcommand topology" -l topology -d 'An hwloc XML export' -r -F
@@ -65,4 +66,12 @@ complete -c binder -n "__fish_binder_using_subcommand topology" -s h -l help -d 
 complete -c binder -n "__fish_binder_using_subcommand node" -l format -d 'Output format (default: text)' -r -f -a "text\t'Tables for people'
 json\t'One JSON object'"
 complete -c binder -n "__fish_binder_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c binder -n "__fish_binder_using_subcommand explain" -l local-size -d 'Number of tasks on this node (default: from the launcher, else 1)' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l gpus-per-task -d 'GPUs given to each task; overrides the shape\'s `options.gpus-per-task`' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l ge -d 'A Grid Engine request in qsub\'s words; overrides the shape\'s `options.ge`' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l topology -d 'An hwloc XML export instead of this host' -r -F
+complete -c binder -n "__fish_binder_using_subcommand explain" -l synthetic -d 'An hwloc synthetic description' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -s i -l input -d 'hwloc\'s spelling: an XML file if one exists at that path, else a synthetic description' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l ge-topology -d 'A Grid Engine topology string as the machine' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -223,6 +223,8 @@ pub enum Action {
     Topology(TopologyArgs),
     /// Show the jobs bound on this node and its packing metrics (the node ledger).
     Node(NodeArgs),
+    /// Explain a plan: the unit's rule, what each request matched or skipped, the dealing.
+    Explain(ExplainArgs),
     /// Print the man page or a shell completion script (for packagers).
     #[command(hide = true)]
     Generate {
@@ -247,6 +249,40 @@ pub struct TopologyArgs {
     /// Units to show reserved (`first-core`, `core:0`, ...), besides the site's.
     #[arg(long, value_name = "ENTRY")]
     pub reserve: Vec<String>,
+}
+
+/// `binder explain` options: the dry-run's topology and size flags.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The shape file (optional with --ge).
+    #[arg(value_name = "SHAPE", required_unless_present = "ge")]
+    pub shape: Option<PathBuf>,
+    /// Number of tasks on this node (default: from the launcher, else 1).
+    #[arg(long, value_name = "NUM")]
+    pub local_size: Option<usize>,
+    /// GPUs given to each task; overrides the shape's `options.gpus-per-task`.
+    #[arg(long, value_name = "NUM")]
+    pub gpus_per_task: Option<usize>,
+    /// A Grid Engine request in qsub's words; overrides the shape's `options.ge`.
+    #[arg(long, value_name = "SWITCHES", allow_hyphen_values = true)]
+    pub ge: Option<String>,
+    /// An hwloc XML export instead of this host.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "input", "ge_topology"])]
+    pub topology: Option<PathBuf>,
+    /// An hwloc synthetic description.
+    #[arg(long, value_name = "DESC", conflicts_with_all = ["input", "ge_topology"])]
+    pub synthetic: Option<String>,
+    /// hwloc's spelling: an XML file if one exists at that path, else a synthetic description.
+    #[arg(
+        short = 'i',
+        long,
+        value_name = "FILE|DESC",
+        conflicts_with = "ge_topology"
+    )]
+    pub input: Option<String>,
+    /// A Grid Engine topology string as the machine.
+    #[arg(long, value_name = "STRING")]
+    pub ge_topology: Option<String>,
 }
 
 /// `binder node` options.

@@ -21,6 +21,8 @@ pub enum Action {
     Node(bool),
     /// Print the placement instead of running anything.
     DryRun,
+    /// Explain the placement (`binder explain`).
+    Explain,
     /// Bind this task and exec the command (program first).
     Launch(Vec<OsString>),
 }
@@ -76,6 +78,25 @@ impl Config {
             };
             return Ok(Config::bare(Action::Topology(t.reserve.clone()), source));
         }
+        if let Some(CliAction::Explain(e)) = cli.action {
+            let source = source_of(e.ge_topology, e.topology, e.synthetic, e.input);
+            if e.local_size == Some(0) {
+                return Err(Error::Usage("--local-size must be at least 1".into()));
+            }
+            if e.gpus_per_task
+                .is_some_and(|g| g == 0 || g > MAX_GPUS_PER_TASK)
+            {
+                return Err(Error::Usage(format!(
+                    "--gpus-per-task must be 1 to {MAX_GPUS_PER_TASK}"
+                )));
+            }
+            let mut config = Config::bare(Action::Explain, source);
+            config.shape = e.shape;
+            config.ge = e.ge;
+            config.local_size = e.local_size;
+            config.gpus_per_task = e.gpus_per_task;
+            return Ok(config);
+        }
         let source = match (&cli.topology, &cli.synthetic, &cli.input) {
             _ if cli.ge_topology.is_some() => {
                 Source::GeString(cli.ge_topology.clone().unwrap_or_default())
@@ -91,7 +112,7 @@ impl Config {
         };
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
-            (Some(CliAction::Topology(_) | CliAction::Node(_)), _, _) => {
+            (Some(CliAction::Topology(_) | CliAction::Node(_) | CliAction::Explain(_)), _, _) => {
                 unreachable!("answered above")
             }
             // main answers `generate` before a Config is built; here it prints the schema's
@@ -215,6 +236,23 @@ impl Config {
             pack: None,
             share: false,
         }
+    }
+}
+
+/// Where the topology comes from, by hwloc's flags (the same rules as the top level's).
+fn source_of(
+    ge_topology: Option<String>,
+    topology: Option<PathBuf>,
+    synthetic: Option<String>,
+    input: Option<String>,
+) -> Source {
+    match (ge_topology, topology, synthetic, input) {
+        (Some(g), _, _, _) => Source::GeString(g),
+        (_, Some(f), _, _) => Source::Xml(f),
+        (_, _, Some(d), _) => Source::Synthetic(d),
+        (_, _, _, Some(i)) if looks_like_path(&i) => Source::Xml(i.into()),
+        (_, _, _, Some(i)) => Source::Synthetic(i),
+        _ => Source::Host,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod error;
 pub mod exit_code;
 
 pub mod distribute;
+pub mod explain;
 pub mod ge;
 pub mod gpu;
 pub mod identity;
@@ -85,8 +86,38 @@ pub fn plan_taking(
     gpus_per_task: Option<usize>,
     held: &[usize],
 ) -> Result<Plan, Error> {
+    plan_traced(
+        shape,
+        origin,
+        topology,
+        local_size,
+        gpus_per_task,
+        held,
+        None,
+    )
+}
+
+/// [`plan_taking`], recording what each resource request matched in `trace` (for
+/// `binder explain`); a rule's requests are prefixed with its ranks.
+pub fn plan_traced(
+    shape: &Shape,
+    origin: &str,
+    topology: &Topology,
+    local_size: usize,
+    gpus_per_task: Option<usize>,
+    held: &[usize],
+    mut trace: Option<&mut Vec<select::Step>>,
+) -> Result<Plan, Error> {
     if shape.ranks.is_empty() {
-        return plan_one(shape, origin, topology, local_size, gpus_per_task, held);
+        return plan_one(
+            shape,
+            origin,
+            topology,
+            local_size,
+            gpus_per_task,
+            held,
+            trace,
+        );
     }
     let (groups, rest) = shape.rank_groups(local_size);
     let mut taken = held.to_vec();
@@ -95,7 +126,23 @@ pub fn plan_taking(
         let plan = match &group.shape {
             Some(sub) => {
                 let label = format!("{origin} (ranks {})", group.label);
-                let plan = plan_one(sub, &label, topology, group.ranks.len(), None, &taken)?;
+                let mut steps = Vec::new();
+                let result = plan_one(
+                    sub,
+                    &label,
+                    topology,
+                    group.ranks.len(),
+                    None,
+                    &taken,
+                    trace.is_some().then_some(&mut steps),
+                );
+                if let Some(t) = trace.as_deref_mut() {
+                    for mut step in steps {
+                        step.path = format!("ranks {}: {}", group.label, step.path);
+                        t.push(step);
+                    }
+                }
+                let plan = result?;
                 taken.extend(plan.tasks.iter().flat_map(|t| report::cpus_of(&t.cpuset)));
                 Some(plan)
             }
@@ -123,13 +170,14 @@ pub fn plan_taking(
             rest.len(),
             gpus_per_task,
             &taken,
+            trace,
         )?)
     };
     // The merged plan keeps the main plan's header (or the first rule's when every rank
     // has a rule) and takes each task from the plan that placed it.
     let mut base = match (&main, parts.iter().find_map(|p| p.2.as_ref())) {
         (Some(m), _) | (None, Some(m)) => m.clone(),
-        (None, None) => plan_one(shape, origin, topology, 1, gpus_per_task, &taken)?,
+        (None, None) => plan_one(shape, origin, topology, 1, gpus_per_task, &taken, None)?,
     };
     let unbound = |rank: usize| distribute::Task {
         local_rank: rank,
@@ -194,6 +242,7 @@ fn plan_one(
     local_size: usize,
     gpus_per_task: Option<usize>,
     held: &[usize],
+    trace: Option<&mut Vec<select::Step>>,
 ) -> Result<Plan, Error> {
     let mut request = shape
         .options
@@ -277,13 +326,14 @@ fn plan_one(
                     .then(|| ge::hwloc::performance_pus(topology.hw()))
                     .flatten(),
             };
-            select::select(
+            select::select_traced(
                 topology,
                 devices,
                 &shape.resources,
                 unit_type,
                 &kinds,
                 origin,
+                trace,
             )?
         }
     };

@@ -238,6 +238,18 @@ pub fn run(
         Vec::new()
     };
     let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    if config.action == Action::Explain {
+        let header = format!("binder explain {origin} on {}", config.source);
+        return crate::explain::explain(
+            &shape,
+            &origin,
+            &topology,
+            identity.size,
+            config.gpus_per_task,
+            &header,
+            out,
+        );
+    }
     let mut plan = plan(
         &shape,
         &origin,

@@ -70,6 +70,24 @@ impl Selection<'_> {
     }
 }
 
+/// What one request did, for `binder explain`: where it looked, what it matched and
+/// why it passed over the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Where the request stands in the shape (`resources[0].with[1]`).
+    pub path: String,
+    /// What it asked for: `2 core`, `all numa`, `1 slot`.
+    pub asked: String,
+    /// Where it looked: `the node` or an object such as `package:1`.
+    pub within: String,
+    /// How many candidates of its type were there.
+    pub total: usize,
+    /// What it took, as labels (`core:0`).
+    pub matched: Vec<String>,
+    /// What it passed over and why (`core:0`, `taken by an earlier item`).
+    pub skipped: Vec<(String, String)>,
+}
+
 /// The shape asks for more than this node has.
 #[derive(Debug, thiserror::Error)]
 #[error("{origin}: {failure}")]
@@ -200,7 +218,21 @@ pub fn select<'t>(
     kinds: &Kinds,
     origin: &str,
 ) -> Result<Selection<'t>, SelectError> {
+    select_traced(topology, devices, resources, unit, kinds, origin, None)
+}
+
+/// [`select`], recording each request's [`Step`] in `trace` when given (`explain`).
+pub fn select_traced<'t>(
+    topology: &'t Topology,
+    devices: Devices<'_>,
+    resources: &[Resource],
+    unit: ObjType,
+    kinds: &Kinds,
+    origin: &str,
+    trace: Option<&mut Vec<Step>>,
+) -> Result<Selection<'t>, SelectError> {
     let mut selector = Selector {
+        trace,
         kinds,
         topology,
         devices,
@@ -233,6 +265,8 @@ pub fn select<'t>(
 }
 
 struct Selector<'t, 'd> {
+    /// Where requests record what they did (`explain` only).
+    trace: Option<&'d mut Vec<Step>>,
     kinds: &'d Kinds,
     topology: &'t Topology,
     devices: Devices<'d>,
@@ -421,16 +455,39 @@ impl<'t, 'd> Selector<'t, 'd> {
             core_kind,
         };
         let mut found = Found::default();
+        let mut step = self.trace.is_some().then(|| Step {
+            path: path.to_owned(),
+            asked: format!("{} {}", item.count, item.kind.hwloc_name()),
+            within: failure.within.clone(),
+            total: candidates.len(),
+            matched: Vec::new(),
+            skipped: Vec::new(),
+        });
+        // The step goes in the trace before its children's, so the trace reads top down.
+        let at = self.trace.as_ref().map(|t| t.len());
         for candidate in &candidates {
             if failure.qualified == wanted {
                 break;
             }
             if candidate.is_taken(taken) {
+                if let Some(step) = step.as_mut() {
+                    step.skipped
+                        .push((candidate.label(), "taken by an earlier request".into()));
+                }
                 continue;
             }
             failure.free += 1;
             let mut inner_taken = taken.clone();
-            match self.children(item, path, Some(candidate), &mut inner_taken) {
+            let inner = self.children(item, path, Some(candidate), &mut inner_taken);
+            if let Some(step) = step.as_mut() {
+                match &inner {
+                    Ok(_) => step.matched.push(candidate.label()),
+                    Err(why) => step
+                        .skipped
+                        .push((candidate.label(), format!("its `with` failed: {why}"))),
+                }
+            }
+            match inner {
                 Ok(inner) => {
                     // A CPU object is a leaf unless its `with` took CPUs of its own: an
                     // object that only names devices (`socket` with `nic`) is the pool.
@@ -448,6 +505,9 @@ impl<'t, 'd> Selector<'t, 'd> {
                     failure.inner.get_or_insert_with(|| Box::new(why));
                 }
             }
+        }
+        if let (Some(trace), Some(step), Some(at)) = (self.trace.as_mut(), step, at) {
+            trace.insert(at, step);
         }
         met(item.count, wanted, found, failure)
     }
@@ -472,6 +532,48 @@ impl<'t, 'd> Selector<'t, 'd> {
 
     /// Takes the task shares of one `slot` item inside `within`.
     fn slots(
+        &mut self,
+        item: &Resource,
+        path: &str,
+        within: Option<&Candidate<'t, 'd>>,
+        taken: &mut Taken,
+    ) -> Result<Found<'t>, Failure> {
+        let at = self.trace.as_ref().map(|t| t.len());
+        let result = self.slots_inner(item, path, within, taken);
+        if let (Some(trace), Some(at)) = (self.trace.as_mut(), at) {
+            let matched = match &result {
+                Ok(found) => found
+                    .slots
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "cpus {}",
+                            crate::report::cpu_list(&crate::report::cpus_of(&s.cpus))
+                        )
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let skipped = match &result {
+                Err(why) => vec![("slot".to_owned(), why.to_string())],
+                Ok(_) => Vec::new(),
+            };
+            trace.insert(
+                at,
+                Step {
+                    path: path.to_owned(),
+                    asked: format!("{} slot", item.count),
+                    within: within.map_or_else(|| "the node".to_owned(), Candidate::label),
+                    total: 0,
+                    matched,
+                    skipped,
+                },
+            );
+        }
+        result
+    }
+
+    fn slots_inner(
         &mut self,
         item: &Resource,
         path: &str,

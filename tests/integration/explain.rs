@@ -1,0 +1,134 @@
+//! `binder explain` (issue #13) on five catalog shapes and three refusals, snapshotted.
+//! Each snapshot was reviewed against hand reasoning: the rule named is SEMANTICS §2's,
+//! the matched objects are hwloc's logical order on that topology (`lstopo -i`), the
+//! dealing arithmetic is units / tasks, and a refusal stops at the request that failed.
+
+use binder::exit_code::{REFUSED, SUCCESS};
+
+use crate::common::{binder, run, shared, topology};
+
+/// Runs `binder explain ARGS` and returns stdout, then stderr, with `../shared` shortened.
+fn explain(args: &[&str], code: i32) -> String {
+    let Some(shared) = shared() else {
+        return String::new();
+    };
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match a.strip_prefix("xml:") {
+            Some(name) => topology(&shared, name).display().to_string(),
+            None => (*a).to_owned(),
+        })
+        .collect();
+    let out = run(binder().arg("explain").args(&args), code);
+    let text = format!(
+        "$ binder explain {}\n{}{}",
+        args.join(" "),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap()
+    );
+    text.replace(&*shared.to_string_lossy(), "../shared")
+}
+
+#[test]
+fn explains_catalog_shapes() {
+    if shared().is_none() {
+        return;
+    }
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "numa-cores-2",
+            &[
+                "--local-size",
+                "4",
+                "--synthetic",
+                "pack:2 numa:2 l3:1 core:4 pu:2",
+                "shapes/numa-cores-2.yaml",
+            ],
+        ),
+        (
+            "slots-per-numa",
+            &[
+                "--local-size",
+                "3",
+                "--topology",
+                "xml:epyc7451-naples-2s-48c-smt2-8numa.xml",
+                "shapes/slots-per-numa.yaml",
+            ],
+        ),
+        (
+            "socket-core-pu",
+            &[
+                "--local-size",
+                "2",
+                "--topology",
+                "xml:skylake-2s-36c-smt2.xml",
+                "shapes/socket-core-pu.yaml",
+            ],
+        ),
+        (
+            "gpu-local",
+            &[
+                "--local-size",
+                "4",
+                "--topology",
+                "xml:aws-g4dn-metal-2s-48c-smt2-8t4.xml",
+                "shapes/gpu-local.yaml",
+            ],
+        ),
+        (
+            "master-worker",
+            &[
+                "--local-size",
+                "3",
+                "--synthetic",
+                "pack:2 core:4 pu:2",
+                "shapes/master-worker.yaml",
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        insta::assert_snapshot!(format!("explain-{name}"), explain(args, SUCCESS));
+    }
+}
+
+#[test]
+fn explains_refusals() {
+    if shared().is_none() {
+        return;
+    }
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "too-many-cores",
+            &[
+                "--synthetic",
+                "pack:2 core:2 pu:2",
+                "tests/fixtures/shapes/too-many-cores.yaml",
+            ],
+        ),
+        (
+            "earlier-items-take-all",
+            &[
+                "--synthetic",
+                "pack:2 core:2 pu:2",
+                "tests/fixtures/shapes/earlier-items-take-all.yaml",
+            ],
+        ),
+        (
+            "interleave-core",
+            &[
+                "--local-size",
+                "2",
+                "--synthetic",
+                "pack:1 core:2 pu:2",
+                "tests/fixtures/shapes/interleave-core.yaml",
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        let text = explain(args, REFUSED);
+        // The explanation ends with the refusal, and the one `binder:` line follows.
+        assert!(text.contains("\nrefused: "), "{text}");
+        assert_eq!(text.matches("\nbinder: ").count(), 1, "{text}");
+        insta::assert_snapshot!(format!("explain-refused-{name}"), text);
+    }
+}
