@@ -119,6 +119,12 @@ pub fn plan_traced(
             trace,
         );
     }
+    // `--ge` comes after the shape was checked: the same rule as `check_ranks`.
+    if shape.options.ge.is_some() {
+        return Err(Error::Usage(
+            "`ranks:` with a Grid Engine request (`--ge`): the request places the whole job; drop one of them".into(),
+        ));
+    }
     let (groups, rest) = shape.rank_groups(local_size);
     let mut taken = held.to_vec();
     let mut parts: Vec<(Vec<usize>, Option<String>, Option<Plan>)> = Vec::new();
@@ -177,7 +183,25 @@ pub fn plan_traced(
     // has a rule) and takes each task from the plan that placed it.
     let mut base = match (&main, parts.iter().find_map(|p| p.2.as_ref())) {
         (Some(m), _) | (None, Some(m)) => m.clone(),
-        (None, None) => plan_one(shape, origin, topology, 1, gpus_per_task, &taken, None)?,
+        // Every rank is `bind: none`: nothing was planned, nothing is used.
+        (None, None) => Plan {
+            unit: unit::UnitChoice {
+                unit: unit::Unit::None,
+                rule: unit::Rule::Explicit,
+                width: None,
+            },
+            pattern: shape.pattern(),
+            reverse: shape.reverse(),
+            locality: Locality::Any,
+            tasks: Vec::new(),
+            unused: Vec::new(),
+            gpus: Vec::new(),
+            nics: Vec::new(),
+            slots: 0,
+            unused_slots: Vec::new(),
+            levels: Vec::new(),
+            ge: None,
+        },
     };
     let unbound = |rank: usize| distribute::Task {
         local_rank: rank,
