@@ -84,3 +84,34 @@ fn svgs_render() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Colour only at a terminal: under a pseudo-terminal (`script`, util-linux) the map has
+/// ANSI colours per rank (rank 0 red, rank 1 green), and `NO_COLOR` turns them off.
+#[test]
+fn map_is_coloured_only_on_a_terminal() {
+    if !require_tool("script", "the terminal colour test") {
+        return;
+    }
+    let line = format!(
+        "{} -n --format map --local-size 2 --synthetic 'pack:1 core:2 pu:1' shapes/cores-packed.yaml",
+        env!("CARGO_BIN_EXE_binder")
+    );
+    let tty = |no_color: bool| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"])
+            .current_dir(crate::common::root())
+            .env("BINDER_LEDGER_DIR", crate::common::private_ledger());
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    };
+    let coloured = tty(false);
+    assert!(
+        coloured.contains("[\x1b[31m0\x1b[0m][\x1b[32m1\x1b[0m]"),
+        "{coloured:?}"
+    );
+    assert!(!tty(true).contains('\x1b'));
+}
