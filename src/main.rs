@@ -1,10 +1,43 @@
 //! The `binder` executable: parse arguments, run, map errors to exit codes.
+//!
+//! Every task of every job pays binder's start, so `main` is entered from the C runtime
+//! directly (`no_main`): std's own start would first read and `sscanf` /proc/self/maps (to
+//! place a guard page under the main thread's stack) and install stack-overflow signal
+//! handlers, about 10% of a warm launch. What binder needs of it is done here: SIGPIPE
+//! ignored (so `--dry-run | head` is an EPIPE error, answered with exit 0, not a signal
+//! death); `std::env::args_os` works without it on Linux; every path ends in
+//! `process::exit`, which flushes stdout.
+// The test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
+#![cfg_attr(test, allow(dead_code))]
+
 use clap::Parser;
 
 use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report};
 
-fn main() {
-    let cli = match Cli::try_parse() {
+/// The C entry point (see the module doc).
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    // SAFETY: setting a signal's disposition to ignore has no preconditions; binder has
+    // one thread. The task gets SIGPIPE's default back at exec (std's `exec` resets it).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    run_main();
+    std::process::exit(exit_code::SUCCESS)
+}
+
+fn run_main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = match Cli::parse_launch_line(&args) {
+        Some(cli) => Ok(cli),
+        None => Cli::try_parse_from(&args),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version: clap's own output, exit 0.

@@ -421,3 +421,42 @@ fn hwloc_plugin_blocklist_does_not_leak_into_the_task() {
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "hwloc_gl\n");
 }
+
+/// binder ignores SIGPIPE for itself (so `--dry-run | head` ends quietly) and starts from
+/// the C runtime (`no_main`); the task must still get what a shell gives it: SIGPIPE not
+/// ignored and nothing blocked. `--dry-run | head -c1` ends quietly.
+#[test]
+fn the_task_starts_with_default_signal_dispositions() {
+    let got = task_output(
+        &["shapes/cores-packed.yaml"],
+        "grep -E '^Sig(Ign|Blk)' /proc/self/status",
+    );
+    // The same probe under taskset, which changes no signal state, is the reference:
+    // whatever the harness ignores is inherited alike, and SIGPIPE must not differ.
+    let reference = run(
+        Command::new("taskset").args([
+            "-c",
+            "0",
+            "sh",
+            "-c",
+            "grep -E '^Sig(Ign|Blk)' /proc/self/status",
+        ]),
+        SUCCESS,
+    );
+    assert_eq!(got, String::from_utf8(reference.stdout).unwrap());
+    assert!(got.contains("SigBlk:\t0000000000000000\n"), "{got}");
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{} -n --local-size 64 --synthetic 'pack:64 core:64 pu:1' shapes/cores-packed.yaml | head -c1 >/dev/null; echo ${{PIPESTATUS:-}}$?",
+                env!("CARGO_BIN_EXE_binder")
+            ),
+        ])
+        .current_dir(crate::common::root())
+        .env("BINDER_LEDGER_DIR", crate::common::private_ledger())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
+}
