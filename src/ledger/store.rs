@@ -181,6 +181,11 @@ impl Ledger {
         out
     }
 
+    /// One job file, read but not believed: its owner and entry, or why not.
+    pub fn read(&self, path: &Path) -> (Option<u32>, Result<Entry, String>) {
+        read_one(path)
+    }
+
     /// Writes `entry` as this user's file for its job: a temporary file, then a rename.
     pub fn write(&self, path: &Path, entry: &Entry) -> Result<(), String> {
         let text = serde_json::to_string(entry).map_err(|e| e.to_string())?;

@@ -54,11 +54,21 @@ fn attempt(
     let base = job_of(identity, env, &procs);
     let guard = ledger.lock(true)?;
     let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
-    let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
-    tidy(ledger, &scan, now, hz);
+    // A task of a job that is starting joins its plan by reading that one file; only a
+    // task that cannot (the job's first, or a clash) reads and verifies the whole ledger.
+    // Verifying every file for every task made 256 tasks of one job cost O(n²) /proc reads.
+    let quick = quick_join(ledger, &base, &key, identity, &procs, now, hz);
+    let scan = if quick.is_some() {
+        Scan::default()
+    } else {
+        let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
+        tidy(ledger, &scan, now, hz);
+        scan
+    };
     let membind = shape.membind_for(identity.rank);
     let mut topology = None;
-    let (id, file, mut entry) = match joinable(ledger, &scan, &base, &key, job, now, hz) {
+    let joined = quick.or_else(|| joinable(ledger, &scan, &base, &key, job, now, hz));
+    let (id, file, mut entry) = match joined {
         Some((file, entry)) => {
             if config.verbose {
                 report::emit(
@@ -154,6 +164,48 @@ fn joinable(
                 && (*is_live || young(e))
         })
         .map(|(file, _, e, _)| (file.clone(), e.clone()))
+}
+
+/// This job's own file, when this task can join it without a scan: this user's, this
+/// job's id, same shape and size, this rank not yet started, and the job starting
+/// (its first task started within the grace period) or still alive. Anything else
+/// returns `None`, and the full path decides (an instance, a fresh plan, a refusal).
+fn quick_join(
+    ledger: &Ledger,
+    base: &JobId,
+    key: &str,
+    identity: &crate::identity::Identity,
+    procs: &dyn Procs,
+    now: u64,
+    hz: u64,
+) -> Option<(std::path::PathBuf, Entry)> {
+    let file = ledger.file_of(base);
+    let (owner, entry) = ledger.read(&file);
+    let entry = entry.ok()?;
+    if owner != Some(ledger.uid())
+        || entry.job != *base
+        || entry.key != key
+        || entry.tasks.len() != identity.size
+    {
+        return None;
+    }
+    // A rank runs once per job: a second task of the same rank is another instance of
+    // the job (say, the same pgid launching again), which the full path plans afresh.
+    if entry.members.iter().any(|m| m.rank == identity.rank) {
+        return None;
+    }
+    let alive = |m: &Member| {
+        procs
+            .stat(m.pid)
+            .is_some_and(|s| s.start == m.start && !s.ended())
+    };
+    let young = entry
+        .members
+        .iter()
+        .map(|m| m.start)
+        .min()
+        .is_some_and(|s| now.saturating_sub(s) < ledger::GRACE_SECS * hz);
+    (young || entry.members.iter().any(alive)).then_some((file, entry))
 }
 
 /// The job id and file a new plan is written under: the launcher's id, or an instance of
@@ -352,5 +404,108 @@ fn occupied(
         held,
         them: if one { "it" } else { "them" },
         their: if one { "its" } else { "their" },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::{Stat, Status};
+
+    /// Processes by pid → start time; pid 66 is a zombie.
+    struct Fake(Vec<(u32, u64)>);
+
+    impl Procs for Fake {
+        fn me(&self) -> u32 {
+            1
+        }
+        fn stat(&self, pid: u32) -> Option<Stat> {
+            let &(_, start) = self.0.iter().find(|(p, _)| *p == pid)?;
+            Some(Stat {
+                comm: "app".into(),
+                state: if pid == 66 { 'Z' } else { 'S' },
+                ppid: 1,
+                pgrp: pid,
+                start,
+            })
+        }
+        fn status(&self, _: u32) -> Option<Status> {
+            None
+        }
+    }
+
+    fn identity(rank: usize, size: usize) -> crate::identity::Identity {
+        crate::identity::Identity {
+            rank,
+            size,
+            rank_known: true,
+            launcher: None,
+            vars: Vec::new(),
+            global_rank: None,
+        }
+    }
+
+    const HZ: u64 = 100;
+    const NOW: u64 = 3600 * HZ;
+
+    /// The quick join takes exactly the cases the full path would join on this job's own
+    /// file, and sends every other case to it.
+    #[test]
+    fn quick_join_only_when_the_full_path_would_join() {
+        let dir = std::env::temp_dir().join(format!("binder-quick-join-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = dir.display().to_string();
+        let ledger = Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone())).unwrap();
+        let base = JobId("test:7".into());
+        let view = |c: usize| TaskView {
+            unit: "core".into(),
+            cpus: vec![c],
+            places: vec![vec![c]],
+            gpus: Vec::new(),
+            nics: Vec::new(),
+            binding: String::new(),
+            ge_env: Vec::new(),
+            apply: true,
+        };
+        let write = |members: Vec<Member>| {
+            let entry = Entry {
+                format: ledger::FORMAT,
+                job: base.clone(),
+                key: "k".into(),
+                pack: crate::shape::Pack::Fill,
+                tasks: vec![view(0), view(1), view(2)],
+                members,
+            };
+            ledger.write(&ledger.file_of(&base), &entry).unwrap();
+        };
+        let first = |start: u64| Member {
+            rank: 0,
+            pid: 40,
+            start,
+        };
+        let join = |rank: usize, key: &str, procs: &Fake| {
+            quick_join(&ledger, &base, key, &identity(rank, 3), procs, NOW, HZ).is_some()
+        };
+        let none = Fake(Vec::new());
+        // Rank 0 started 10 s ago: rank 1 joins, even with rank 0 already gone.
+        write(vec![first(NOW - 10 * HZ)]);
+        assert!(join(1, "k", &none));
+        // Not for a rank already started, another shape, or another size.
+        assert!(!join(0, "k", &none));
+        assert!(!join(1, "other", &none));
+        assert!(quick_join(&ledger, &base, "k", &identity(1, 4), &none, NOW, HZ).is_none());
+        // Past the grace period: only while a task of the job is alive (not a zombie,
+        // not a reused pid).
+        write(vec![first(NOW - 100 * HZ)]);
+        assert!(!join(1, "k", &none));
+        assert!(join(1, "k", &Fake(vec![(40, NOW - 100 * HZ)])));
+        assert!(!join(1, "k", &Fake(vec![(40, NOW - 5 * HZ)])));
+        write(vec![Member {
+            rank: 0,
+            pid: 66,
+            start: NOW - 100 * HZ,
+        }]);
+        assert!(!join(1, "k", &Fake(vec![(66, NOW - 100 * HZ)])));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
