@@ -21,7 +21,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{Entry, LedgerError, Raw};
+use super::{LedgerError, Raw, RawEntry};
 use crate::identity::job::JobId;
 
 /// The largest job file read (a plan of 65,536 ranks fits).
@@ -181,13 +181,14 @@ impl Ledger {
         out
     }
 
-    /// One job file, read but not believed: its owner and entry, or why not.
-    pub fn read(&self, path: &Path) -> (Option<u32>, Result<Entry, String>) {
+    /// One job file with its plan unparsed (a joining task's read), not believed: its
+    /// owner and entry, or why not.
+    pub fn read_raw(&self, path: &Path) -> (Option<u32>, Result<RawEntry, String>) {
         read_one(path)
     }
 
     /// Writes `entry` as this user's file for its job: a temporary file, then a rename.
-    pub fn write(&self, path: &Path, entry: &Entry) -> Result<(), String> {
+    pub fn write<T: serde::Serialize>(&self, path: &Path, entry: &T) -> Result<(), String> {
         let text = serde_json::to_string(entry).map_err(|e| e.to_string())?;
         let tmp = self
             .dir
@@ -224,7 +225,7 @@ impl Ledger {
 
 /// One file: its owner and entry, or why not. Not a regular file, a link, writable by
 /// others than its owner, too large or not JSON of [`Entry`] are all refusals.
-fn read_one(path: &Path) -> (Option<u32>, Result<Entry, String>) {
+fn read_one<T: serde::de::DeserializeOwned>(path: &Path) -> (Option<u32>, Result<T, String>) {
     let file = match fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -250,6 +251,6 @@ fn read_one(path: &Path) -> (Option<u32>, Result<Entry, String>) {
     if let Err(e) = file.take(MAX_FILE_BYTES).read_to_string(&mut text) {
         return (owner, Err(format!("unreadable: {e}")));
     }
-    let entry = serde_json::from_str::<Entry>(&text).map_err(|e| format!("corrupt: {e}"));
+    let entry = serde_json::from_str::<T>(&text).map_err(|e| format!("corrupt: {e}"));
     (owner, entry)
 }

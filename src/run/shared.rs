@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::identity::job::{job_of, JobId};
 use crate::identity::Env;
 use crate::launch::env::TaskView;
-use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, Scan};
+use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, RawEntry, Scan};
 use crate::procfs::{Procs, Real};
 use crate::topology::{self, Source, Topology};
 use crate::{launch, pack, report};
@@ -57,29 +57,34 @@ fn attempt(
     // A task of a job that is starting joins its plan by reading that one file; only a
     // task that cannot (the job's first, or a clash) reads and verifies the whole ledger.
     // Verifying every file for every task made 256 tasks of one job cost O(n²) /proc reads.
-    let quick = quick_join(ledger, &base, &key, identity, &procs, now, hz);
-    let scan = if quick.is_some() {
-        Scan::default()
-    } else {
-        let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
-        tidy(ledger, &scan, now, hz);
-        scan
-    };
-    let membind = shape.membind_for(identity.rank);
+    if let Some((file, mut raw)) = quick_join(ledger, &base, &key, identity, &procs, now, hz) {
+        joins(job, &raw.job, ledger, err);
+        let view = raw.view(identity.rank);
+        let id = raw.job.clone();
+        let record = |member: Member| {
+            raw.members.retain(|m| m.rank != member.rank);
+            raw.members.push(member);
+            ledger.write(&file, &raw)
+        };
+        return finish(
+            job,
+            &id,
+            view,
+            None,
+            (me, my_start),
+            record,
+            guard,
+            command,
+            err,
+        );
+    }
+    let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
+    tidy(ledger, &scan, now, hz);
     let mut topology = None;
-    let joined = quick.or_else(|| joinable(ledger, &scan, &base, &key, job, now, hz));
+    let joined = joinable(ledger, &scan, &base, &key, job, now, hz);
     let (id, file, mut entry) = match joined {
         Some((file, entry)) => {
-            if config.verbose {
-                report::emit(
-                    err,
-                    &format!(
-                        "job {}: joins the plan its first task recorded in {}",
-                        entry.job,
-                        ledger.dir().display()
-                    ),
-                );
-            }
+            joins(job, &entry.job, ledger, err);
             (entry.job.clone(), file, entry)
         }
         None => {
@@ -101,7 +106,57 @@ fn attempt(
             (id, file, entry)
         }
     };
-    if (config.verbose || membind) && topology.is_none() {
+    let view = entry.tasks.get(identity.rank).cloned();
+    let record = |member: Member| {
+        entry.members.retain(|m| m.rank != member.rank);
+        entry.members.push(member);
+        ledger.write(&file, &entry)
+    };
+    finish(
+        job,
+        &id,
+        view,
+        topology,
+        (me, my_start),
+        record,
+        guard,
+        command,
+        err,
+    )
+}
+
+/// `--verbose`: this task joins a plan another task of its job made.
+fn joins(job: &Job<'_>, id: &JobId, ledger: &Ledger, err: &mut impl Write) {
+    if job.config.verbose {
+        report::emit(
+            err,
+            &format!(
+                "job {id}: joins the plan its first task recorded in {}",
+                ledger.dir().display()
+            ),
+        );
+    }
+}
+
+/// The end of every launch through the ledger: bind as `view` says, record this task
+/// with `record`, release the lock, exec. `topology` is the one planning loaded, if any;
+/// `--verbose` and `membind` load one when planning did not.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    job: &Job<'_>,
+    id: &JobId,
+    view: Option<TaskView>,
+    mut topology: Option<Topology>,
+    (me, my_start): (u32, u64),
+    record: impl FnOnce(Member) -> Result<(), String>,
+    guard: ledger::store::Guard,
+    command: &[OsString],
+    err: &mut impl Write,
+) -> Result<Error, Error> {
+    let (config, identity, shape) = (job.config, job.identity, job.shape);
+    let view =
+        view.ok_or_else(|| LedgerError::Write(format!("job {id} has no rank {}", identity.rank)))?;
+    if (config.verbose || shape.membind_for(identity.rank)) && topology.is_none() {
         topology = Some(load(job)?);
     }
     // hwloc's plugin blocklist, set in binder's environment when a topology was loaded,
@@ -111,21 +166,15 @@ fn attempt(
     } else {
         Vec::new()
     };
-    let view = entry
-        .tasks
-        .get(identity.rank)
-        .cloned()
-        .ok_or_else(|| LedgerError::Write(format!("job {id} has no rank {}", identity.rank)))?;
     let options = launch_options(config, shape, identity.rank, command, &scrub);
     let mut task_env = launch::prepare(&view, topology.as_ref(), identity, &options, err)?;
     task_env.push(("BINDER_JOB".into(), id.to_string()));
-    entry.members.retain(|m| m.rank != identity.rank);
-    entry.members.push(Member {
+    record(Member {
         rank: identity.rank,
         pid: me,
         start: my_start,
-    });
-    ledger.write(&file, &entry).map_err(LedgerError::Write)?;
+    })
+    .map_err(LedgerError::Write)?;
     drop(guard);
     Ok(launch::exec(command, &task_env, &scrub).into())
 }
@@ -178,9 +227,9 @@ fn quick_join(
     procs: &dyn Procs,
     now: u64,
     hz: u64,
-) -> Option<(std::path::PathBuf, Entry)> {
+) -> Option<(std::path::PathBuf, RawEntry)> {
     let file = ledger.file_of(base);
-    let (owner, entry) = ledger.read(&file);
+    let (owner, entry) = ledger.read_raw(&file);
     let entry = entry.ok()?;
     if owner != Some(ledger.uid())
         || entry.job != *base
