@@ -149,7 +149,17 @@ pub fn render_text(
         root.label,
         if tasks == 1 { "" } else { "s" }
     )?;
-    draw(root, 0, width, colour, out)?;
+    if holds_cores(root) {
+        // No level between the machine and its cores: its header line already names it.
+        let cores = Node {
+            label: "cores".into(),
+            children: root.children.clone(),
+            pu: None,
+        };
+        draw(&cores, 0, width, colour, out)?;
+    } else {
+        draw(root, 0, width, colour, out)?;
+    }
     writeln!(
         out,
         "each [ ] is a core (logical order), each number the local rank on one of its PUs; . = no task"
@@ -255,6 +265,17 @@ package L#1
 each [ ] is a core (logical order), each number the local rank on one of its PUs; . = no task
 "
         );
+        // No level between machine and cores: the cores' line is not the machine again.
+        let (t1, p1) = plan_of(
+            "pack:1 core:2 pu:1",
+            "resources: [{type: core, count: all}]",
+            2,
+        );
+        let mut out = Vec::new();
+        render_text(&tree(&t1, &p1), 2, false, &mut out).unwrap();
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .contains("\ncores  [0][1]\n"));
         let mut out = Vec::new();
         render_text(&tree(&t, &p), 3, true, &mut out).unwrap();
         assert!(String::from_utf8(out)
