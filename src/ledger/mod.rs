@@ -71,9 +71,8 @@ pub struct Entry {
 }
 
 /// An [`Entry`] with its plan left as JSON text, for a task joining its job: it parses
-/// only its own rank's view and writes the others back byte for byte, so a join costs a
-/// copy of the file rather than parsing and formatting every rank's view (a 1,001-rank
-/// job's file is 150 KB; 256 tasks starting at once each join it).
+/// only its own rank's view (a 1,001-rank job's file is 150 KB; 256 tasks starting at
+/// once each join it), and records itself by appending a line ([`Ledger::append`]).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RawEntry {
     /// [`FORMAT`].

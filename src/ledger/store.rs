@@ -21,7 +21,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{LedgerError, Raw, RawEntry};
+use super::{Entry, LedgerError, Member, Raw, RawEntry};
 use crate::identity::job::JobId;
 
 /// The largest job file read (a plan of 65,536 ranks fits).
@@ -202,7 +202,13 @@ impl Ledger {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&tmp)?;
             file.write_all(text.as_bytes())?;
-            fs::rename(&tmp, path)
+            fs::rename(&tmp, path)?;
+            // The file now holds every member: appended ones would only repeat them, and
+            // a fresh job reusing the name must not inherit an old job's.
+            match fs::remove_file(members_path(path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
         };
         write().map_err(|e| {
             let _ = fs::remove_file(&tmp);
@@ -210,10 +216,37 @@ impl Ledger {
         })
     }
 
-    /// Removes one of this user's files (a stale job's); others' files are left alone.
+    /// Records one more task of a job whose file `path` is this user's: a line appended
+    /// to its members file, so a joining task never rewrites the plan (O(1) per task,
+    /// where rewriting made a job's start O(n²)). Called under the lock, like `write`.
+    pub fn append(&self, path: &Path, member: &Member) -> Result<(), String> {
+        let target = members_path(path);
+        let fail = |e: std::io::Error| format!("cannot append to {}: {e}", target.display());
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&target)
+            .map_err(fail)?;
+        let meta = file.metadata().map_err(fail)?;
+        if !meta.is_file() || meta.uid() != self.uid || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is not this user's own file; remove it",
+                target.display()
+            ));
+        }
+        let mut line = serde_json::to_string(member).map_err(|e| e.to_string())?;
+        line.push('\n');
+        file.write_all(line.as_bytes()).map_err(fail)
+    }
+
+    /// Removes one of this user's files (a stale job's, with its appended members);
+    /// others' files are left alone.
     pub fn remove(&self, path: &Path, owner: Option<u32>) {
         if owner == Some(self.uid) {
             let _ = fs::remove_file(path);
+            let _ = fs::remove_file(members_path(path));
         }
     }
 
@@ -225,7 +258,71 @@ impl Ledger {
 
 /// One file: its owner and entry, or why not. Not a regular file, a link, writable by
 /// others than its owner, too large or not JSON of [`Entry`] are all refusals.
-fn read_one<T: serde::de::DeserializeOwned>(path: &Path) -> (Option<u32>, Result<T, String>) {
+fn read_one<T: serde::de::DeserializeOwned + Members>(
+    path: &Path,
+) -> (Option<u32>, Result<T, String>) {
+    let (owner, entry) = read_plan::<T>(path);
+    let entry = entry.map(|mut e| {
+        if let Some(owner) = owner {
+            merge_members(path, owner, e.members_mut());
+        }
+        e
+    });
+    (owner, entry)
+}
+
+/// The members a job's later tasks appended ([`Ledger::append`]), in `members`: one
+/// JSON object a line, the last one of a rank winning. The file must be the job file's
+/// owner's and writable by nobody else; lines that do not parse (a torn last line) are
+/// skipped. Nothing here is believed until [`super::verify`] checks it.
+fn merge_members(path: &Path, owner: u32, members: &mut Vec<Member>) {
+    let Ok(file) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(members_path(path))
+    else {
+        return;
+    };
+    let ok = file.metadata().is_ok_and(|m| {
+        m.is_file() && m.uid() == owner && m.mode() & 0o022 == 0 && m.len() <= MAX_FILE_BYTES
+    });
+    let mut text = String::new();
+    if !ok || file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err() {
+        return;
+    }
+    for line in text.lines() {
+        if let Ok(member) = serde_json::from_str::<Member>(line) {
+            members.retain(|m| m.rank != member.rank);
+            members.push(member);
+        }
+    }
+}
+
+/// Where a job file's appended members live: `job.….members` beside `job.….json`.
+fn members_path(path: &Path) -> PathBuf {
+    path.with_extension("members")
+}
+
+/// What has a member list: both ways of reading a job file.
+pub trait Members {
+    /// The members, to merge appended ones into.
+    fn members_mut(&mut self) -> &mut Vec<Member>;
+}
+
+impl Members for Entry {
+    fn members_mut(&mut self) -> &mut Vec<Member> {
+        &mut self.members
+    }
+}
+
+impl Members for RawEntry {
+    fn members_mut(&mut self) -> &mut Vec<Member> {
+        &mut self.members
+    }
+}
+
+/// The job file itself.
+fn read_plan<T: serde::de::DeserializeOwned>(path: &Path) -> (Option<u32>, Result<T, String>) {
     let file = match fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)

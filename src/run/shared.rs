@@ -57,15 +57,11 @@ fn attempt(
     // A task of a job that is starting joins its plan by reading that one file; only a
     // task that cannot (the job's first, or a clash) reads and verifies the whole ledger.
     // Verifying every file for every task made 256 tasks of one job cost O(n²) /proc reads.
-    if let Some((file, mut raw)) = quick_join(ledger, &base, &key, identity, &procs, now, hz) {
+    if let Some((file, raw)) = quick_join(ledger, &base, &key, identity, &procs, now, hz) {
         joins(job, &raw.job, ledger, err);
         let view = raw.view(identity.rank);
         let id = raw.job.clone();
-        let record = |member: Member| {
-            raw.members.retain(|m| m.rank != member.rank);
-            raw.members.push(member);
-            ledger.write(&file, &raw)
-        };
+        let record = |member: Member| ledger.append(&file, &member);
         return finish(
             job,
             &id,
@@ -555,6 +551,28 @@ mod tests {
             start: NOW - 100 * HZ,
         }]);
         assert!(!join(1, "k", &Fake(vec![(66, NOW - 100 * HZ)])));
+        // A joining task appends its member; readers see it merged, a second task of the
+        // same rank then cannot join, and a full rewrite folds the appended lines in.
+        write(vec![first(NOW - 10 * HZ)]);
+        let file = ledger.file_of(&base);
+        let second = Member {
+            rank: 2,
+            pid: 41,
+            start: NOW - 9 * HZ,
+        };
+        ledger.append(&file, &second).unwrap();
+        let (_, merged) = ledger.read_raw(&file);
+        let ranks: Vec<usize> = merged.unwrap().members.iter().map(|m| m.rank).collect();
+        assert_eq!(ranks, [0, 2]);
+        assert!(!join(2, "k", &none));
+        assert!(join(1, "k", &none));
+        write(vec![first(NOW - 10 * HZ)]);
+        let (_, rewritten) = ledger.read_raw(&file);
+        assert_eq!(
+            rewritten.unwrap().members.len(),
+            1,
+            "the old job's appended member is gone"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
