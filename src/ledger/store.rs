@@ -204,11 +204,11 @@ impl Ledger {
             file.write_all(text.as_bytes())?;
             fs::rename(&tmp, path)?;
             // The file now holds every member: appended ones would only repeat them, and
-            // a fresh job reusing the name must not inherit an old job's.
-            match fs::remove_file(members_path(path)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            }
+            // a fresh job reusing the name must not inherit an old job's. Best effort: a
+            // members file planted by another user cannot be removed in a sticky
+            // directory, and readers ignore it anyway.
+            let _ = fs::remove_file(members_path(path));
+            Ok(())
         };
         write().map_err(|e| {
             let _ = fs::remove_file(&tmp);

@@ -61,7 +61,16 @@ fn attempt(
         joins(job, &raw.job, ledger, err);
         let view = raw.view(identity.rank);
         let id = raw.job.clone();
-        let record = |member: Member| ledger.append(&file, &member);
+        // Appending is O(1); if it cannot be done (another user planted the members
+        // file), the whole file is rewritten with this member, as the full path does.
+        let record = |member: Member| {
+            ledger.append(&file, &member).or_else(|_| {
+                let mut raw = raw;
+                raw.members.retain(|m| m.rank != member.rank);
+                raw.members.push(member);
+                ledger.write(&file, &raw)
+            })
+        };
         return finish(
             job,
             &id,
@@ -573,6 +582,21 @@ mod tests {
             1,
             "the old job's appended member is gone"
         );
+        // A members file another user planted is neither believed nor appended to (the
+        // launch then rewrites the job file instead). Needs root to plant it; CI is root.
+        let planted = file.with_extension("members");
+        std::fs::write(&planted, "{\"rank\":2,\"pid\":9,\"start\":1}\n").unwrap();
+        if std::os::unix::fs::chown(&planted, Some(4242), None).is_ok() {
+            let (_, read) = ledger.read_raw(&file);
+            assert_eq!(
+                read.unwrap().members.len(),
+                1,
+                "a planted member is ignored"
+            );
+            assert!(ledger.append(&file, &second).is_err());
+        } else {
+            eprintln!("SKIPPED (not root): the planted members file case");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
