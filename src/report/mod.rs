@@ -125,20 +125,23 @@ pub fn picture(
     out: &mut impl Write,
 ) -> io::Result<()> {
     let root = map::tree(topology, plan);
+    // Unbound ranks have no PU to be drawn on: both pictures name them.
+    let unbound: Vec<usize> = (0..plan.tasks.len())
+        .filter(|&r| plan.tasks[r].cpuset.is_empty())
+        .collect();
+    let unbound = (!unbound.is_empty())
+        .then(|| format!("not bound (not drawn): rank {}", index_ranges(&unbound)));
     if format == Format::Svg {
-        svg::render(&root, header, out)
+        let title = match &unbound {
+            Some(line) => format!("{header}; {line}"),
+            None => header.to_owned(),
+        };
+        svg::render(&root, &title, out)
     } else {
         writeln!(out, "# {header}")?;
         map::render_text(&root, plan.tasks.len(), colour, out)?;
-        let unbound: Vec<usize> = (0..plan.tasks.len())
-            .filter(|&r| plan.tasks[r].cpuset.is_empty())
-            .collect();
-        if !unbound.is_empty() {
-            writeln!(
-                out,
-                "not bound (not drawn): rank {}",
-                index_ranges(&unbound)
-            )?;
+        if let Some(line) = unbound {
+            writeln!(out, "{line}")?;
         }
         Ok(())
     }
