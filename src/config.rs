@@ -97,19 +97,12 @@ impl Config {
             config.gpus_per_task = e.gpus_per_task;
             return Ok(config);
         }
-        let source = match (&cli.topology, &cli.synthetic, &cli.input) {
-            _ if cli.ge_topology.is_some() => {
-                Source::GeString(cli.ge_topology.clone().unwrap_or_default())
-            }
-            (Some(f), _, _) => Source::Xml(f.clone()),
-            (_, Some(d), _) => Source::Synthetic(d.clone()),
-            // hwloc's -i takes either; an existing file wins, as in hwloc-calc, and so does
-            // anything spelt like a path (a typo must say "no such file", not "invalid
-            // synthetic topology").
-            (_, _, Some(i)) if looks_like_path(i) => Source::Xml(i.into()),
-            (_, _, Some(i)) => Source::Synthetic(i.clone()),
-            _ => Source::Host,
-        };
+        let source = source_of(
+            cli.ge_topology.clone(),
+            cli.topology.clone(),
+            cli.synthetic.clone(),
+            cli.input.clone(),
+        );
         let action = match (cli.action, cli.dry_run, cli.command.is_empty()) {
             (Some(CliAction::Schema), _, _) => Action::Schema,
             (Some(CliAction::Topology(_) | CliAction::Node(_) | CliAction::Explain(_)), _, _) => {
@@ -239,7 +232,9 @@ impl Config {
     }
 }
 
-/// Where the topology comes from, by hwloc's flags (the same rules as the top level's).
+/// Where the topology comes from, by the top level's and `explain`'s flags. hwloc's `-i`
+/// takes either; an existing file wins, as in hwloc-calc, and so does anything spelt like
+/// a path (a typo must say "no such file", not "invalid synthetic topology").
 fn source_of(
     ge_topology: Option<String>,
     topology: Option<PathBuf>,

@@ -444,14 +444,7 @@ pub fn preview(
         .enumerate()
         .map(|(rank, task)| {
             let view = launch::env::TaskView::of(plan, rank);
-            let who = identity::Identity {
-                rank,
-                size,
-                rank_known: true,
-                launcher: None,
-                vars: Vec::new(),
-                global_rank: None,
-            };
+            let who = identity::Identity::given(rank, size);
             let env = launch::env::task_env(&view, &who, shape.options_for(rank).openmp, get);
             if rank == 0 {
                 warnings = env.warnings;

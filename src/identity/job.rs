@@ -163,12 +163,8 @@ mod tests {
 
     fn job(launcher: Option<Launcher>, vars: &[(&'static str, &'static str)]) -> String {
         let identity = Identity {
-            rank: 0,
-            size: 1,
-            rank_known: true,
             launcher,
-            vars: Vec::new(),
-            global_rank: None,
+            ..Identity::given(0, 1)
         };
         job_of(&identity, &Vars(vars.iter().copied().collect()), &Tree).0
     }

@@ -121,6 +121,19 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Local rank `rank` of `size`, given rather than read from a launcher (a dry-run's
+    /// preview of each rank, a plugin that knows the rank, tests).
+    pub fn given(rank: usize, size: usize) -> Identity {
+        Identity {
+            rank,
+            size,
+            rank_known: true,
+            launcher: None,
+            vars: Vec::new(),
+            global_rank: None,
+        }
+    }
+
     /// How `--report` and `--verbose` name the task, like Open MPI's `--report-bindings`
     /// and Slurm's `--cpu-bind=verbose`: host, job-wide rank when known, local rank and
     /// launcher, e.g. `node17 rank 35 (local 3/8) [openmpi]`.

@@ -134,6 +134,16 @@ pub struct Scan {
     pub ignored: Vec<Ignored>,
 }
 
+/// Whether a job is still starting: its first recorded task started less than
+/// [`GRACE_SECS`] ago (`now` in clock ticks since boot, `hz` ticks per second).
+pub fn starting(members: &[Member], now: u64, hz: u64) -> bool {
+    members
+        .iter()
+        .map(|m| m.start)
+        .min()
+        .is_some_and(|s| now.saturating_sub(s) < GRACE_SECS * hz.max(1))
+}
+
 /// A file as read: its path, owner, and its entry or why it could not be read.
 pub type Raw = (PathBuf, Option<u32>, Result<Entry, String>);
 
@@ -195,7 +205,6 @@ fn check(
     }
     let mut live = Vec::new();
     let mut first_why = None;
-    let mut first_start = None::<u64>;
     for m in &entry.members {
         let Some(task) = entry.tasks.get(m.rank) else {
             first_why.get_or_insert_with(|| format!("rank {} is not in its plan", m.rank));
@@ -203,7 +212,6 @@ fn check(
         };
         match member_counts(m, task, owner, procs) {
             Ok(()) => {
-                first_start = Some(first_start.map_or(m.start, |s| s.min(m.start)));
                 live.push(m.clone());
             }
             Err(why) => {
@@ -214,7 +222,7 @@ fn check(
     if live.is_empty() {
         return Err(first_why.unwrap_or_else(|| "no task recorded".into()));
     }
-    let in_grace = first_start.is_some_and(|s| now.saturating_sub(s) < GRACE_SECS * hz.max(1));
+    let in_grace = starting(&live, now, hz);
     let mut cpus = BTreeSet::new();
     for (rank, task) in entry.tasks.iter().enumerate() {
         if !task.is_bound() || !task.apply {

@@ -205,11 +205,14 @@ fn draw(
 
 /// Whether `node`'s children are cores (boxes of PUs).
 fn holds_cores(node: &Node) -> bool {
-    !node.children.is_empty()
-        && node
-            .children
-            .iter()
-            .all(|c| !c.children.is_empty() && c.children.iter().all(|p| p.pu.is_some()))
+    !node.children.is_empty() && node.children.iter().all(Node::is_core)
+}
+
+impl Node {
+    /// Whether this is a core: its children are PUs.
+    pub fn is_core(&self) -> bool {
+        !self.children.is_empty() && self.children.iter().all(|c| c.pu.is_some())
+    }
 }
 
 fn core_box(core: &Node, width: usize, colour: bool) -> String {

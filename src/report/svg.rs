@@ -25,22 +25,17 @@ fn size(node: &Node) -> (u32, u32) {
         return (PU_W, PU_H);
     }
     let (cols, rows, cw, ch) = grid(node);
-    let label = if is_core(node) { 0 } else { LABEL_H };
+    let label = if node.is_core() { 0 } else { LABEL_H };
     (cols * (cw + PAD) + PAD, label + rows * (ch + PAD) + PAD)
-}
-
-/// Whether the node is a core (its children are PUs).
-fn is_core(node: &Node) -> bool {
-    !node.children.is_empty() && node.children.iter().all(|c| c.pu.is_some())
 }
 
 /// Columns, rows and the cell size of a node's children: a core's PUs in a row, eight
 /// cores a row, other containers in a near-square grid.
 fn grid(node: &Node) -> (u32, u32, u32, u32) {
     let n = node.children.len().max(1) as u32;
-    let cols = if is_core(node) {
+    let cols = if node.is_core() {
         n
-    } else if node.children.iter().all(is_core) {
+    } else if node.children.iter().all(Node::is_core) {
         n.min(8)
     } else {
         (f64::from(n).sqrt().ceil() as u32).max(1)
@@ -98,7 +93,7 @@ fn draw(node: &Node, x: u32, y: u32, out: &mut String) {
         esc(&node.label),
         fill(&node.label)
     );
-    let core = is_core(node);
+    let core = node.is_core();
     if !core {
         let _ = writeln!(
             out,

@@ -195,13 +195,7 @@ fn joinable(
     now: u64,
     hz: u64,
 ) -> Option<(std::path::PathBuf, Entry)> {
-    let young = |e: &Entry| {
-        e.members
-            .iter()
-            .map(|m| m.start)
-            .min()
-            .is_some_and(|s| now.saturating_sub(s) < ledger::GRACE_SECS * hz)
-    };
+    let young = |e: &Entry| ledger::starting(&e.members, now, hz);
     let instance = format!("{base}+");
     let live = scan.live.iter().map(|j| (&j.file, j.owner, &j.entry, true));
     let dead = scan
@@ -253,13 +247,8 @@ fn quick_join(
             .stat(m.pid)
             .is_some_and(|s| s.start == m.start && !s.ended())
     };
-    let young = entry
-        .members
-        .iter()
-        .map(|m| m.start)
-        .min()
-        .is_some_and(|s| now.saturating_sub(s) < ledger::GRACE_SECS * hz);
-    (young || entry.members.iter().any(alive)).then_some((file, entry))
+    (ledger::starting(&entry.members, now, hz) || entry.members.iter().any(alive))
+        .then_some((file, entry))
 }
 
 /// The job id and file a new plan is written under: the launcher's id, or an instance of
@@ -489,14 +478,7 @@ mod tests {
     }
 
     fn identity(rank: usize, size: usize) -> crate::identity::Identity {
-        crate::identity::Identity {
-            rank,
-            size,
-            rank_known: true,
-            launcher: None,
-            vars: Vec::new(),
-            global_rank: None,
-        }
+        crate::identity::Identity::given(rank, size)
     }
 
     const HZ: u64 = 100;

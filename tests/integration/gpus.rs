@@ -298,14 +298,7 @@ fn launch_child() {
     let shape = binder::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
     let topology = topology::load(&Source::Xml(xml.into()), true).unwrap();
     let plan = binder::plan(&shape, "gpu-devices-only.yaml", &topology, 2, None).unwrap();
-    let identity = binder::identity::Identity {
-        rank: 1,
-        size: 2,
-        rank_known: true,
-        launcher: None,
-        vars: Vec::new(),
-        global_rank: None,
-    };
+    let identity = binder::identity::Identity::given(1, 2);
     let command: Vec<std::ffi::OsString> =
         ["sh", "-c", "env | grep -E '^(CUDA|ROCR|ZE|BINDER)_' | sort"]
             .iter()
