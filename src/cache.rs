@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::launch::env::TaskView;
 
 /// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 
@@ -49,11 +49,13 @@ const MAX_BYTES: u64 = 16 << 20;
 pub struct Key {
     /// [`FORMAT`].
     pub format: u32,
-    /// binder's version and this executable's size and modification time, so a rebuilt
-    /// binder never reads what another build planned.
+    /// binder's version and both executables' sizes and modification times, so a
+    /// rebuilt binder never reads what another build planned.
     pub binder: String,
-    /// hwloc's runtime version.
-    pub hwloc: String,
+    /// The libhwloc `binder-full` planned with, named and stamped (see [`Library`]).
+    pub hwloc: Option<Library>,
+    /// The loader's variables that can make `binder-full` load another libhwloc.
+    pub loader: Vec<String>,
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot: String,
     /// `/sys/devices/system/cpu/online`.
@@ -66,6 +68,31 @@ pub struct Key {
     pub local_size: usize,
     /// `--gpus-per-task`.
     pub gpus_per_task: Option<usize>,
+}
+
+/// A shared library as the loader found it, and its size and modification time: a
+/// package upgrade replaces the file, and the stamp with it.
+///
+/// `binder-full` names the libhwloc it loaded. The `binder` executable is linked without
+/// libhwloc, so it cannot ask hwloc for a version: it stamps the library the cache file
+/// names and compares that, after the loader's variables (which could make `binder-full`
+/// load another one) compared equal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Library {
+    /// Its path, as the loader opened it.
+    pub path: String,
+    /// `SIZE MTIME.NSEC` of that path now.
+    pub stamp: String,
+}
+
+impl Library {
+    /// The library at `path`, stamped now (an unreadable path gets an empty stamp).
+    pub fn at(path: &str) -> Library {
+        Library {
+            path: path.to_owned(),
+            stamp: stamp(Path::new(path)),
+        }
+    }
 }
 
 /// One cache file.
@@ -140,11 +167,14 @@ impl Cache {
         &self.dir
     }
 
+    /// The file of `key`; the library is not part of the name (see [`Library`]).
     fn path(&self, key: &Key) -> PathBuf {
         self.dir.join(format!("plan-{:016x}.json", key.digest()))
     }
 
-    /// The views cached for `key`, or why not.
+    /// The views cached for `key`, or why not. A key without a library (made by the
+    /// `binder` executable, which has not loaded libhwloc) takes the library the file
+    /// names, stamped now.
     pub fn lookup(&self, key: &Key) -> Result<Vec<TaskView>, String> {
         let path = self.path(key);
         let file = fs::OpenOptions::new()
@@ -171,7 +201,11 @@ impl Cache {
             .map_err(|e| e.to_string())?;
         let entry: Entry = serde_json::from_str(&text)
             .map_err(|e| format!("{} is corrupt: {e}", path.display()))?;
-        if entry.key != *key {
+        let mut key = key.clone();
+        if key.hwloc.is_none() {
+            key.hwloc = entry.key.hwloc.as_ref().map(|l| Library::at(&l.path));
+        }
+        if entry.key != key {
             return Err("the node, cgroup, versions or shape changed".into());
         }
         if entry.tasks.len() != key.local_size {
@@ -220,7 +254,11 @@ impl Key {
         Ok(Key {
             format: FORMAT,
             binder: build_identity(),
-            hwloc: hwloc_version(),
+            hwloc: loaded_library("libhwloc.so").map(|path| Library::at(&path)),
+            loader: ["LD_LIBRARY_PATH", "LD_PRELOAD"]
+                .iter()
+                .map(|v| std::env::var(v).unwrap_or_default())
+                .collect(),
             boot: read("/proc/sys/kernel/random/boot_id")?,
             online: read("/sys/devices/system/cpu/online")?,
             cgroup: cpuset_cgroup(&read("/proc/self/cgroup")?, &read("/proc/self/mountinfo")?)?,
@@ -230,9 +268,14 @@ impl Key {
         })
     }
 
-    /// A stable 64-bit digest (FNV-1a) naming the file; the key itself is compared in full.
+    /// A stable 64-bit digest (FNV-1a) naming the file; the key itself is compared in
+    /// full. The library is left out: the `binder` executable learns it from the file.
     pub fn digest(&self) -> u64 {
-        let text = serde_json::to_string(self).unwrap_or_default();
+        let named = Key {
+            hwloc: None,
+            ..self.clone()
+        };
+        let text = serde_json::to_string(&named).unwrap_or_default();
         text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         })
@@ -314,17 +357,66 @@ fn read_small(path: &str) -> Result<String, String> {
     Ok(text)
 }
 
-/// `VERSION SIZE MTIME` of the running executable.
-fn build_identity() -> String {
-    let exe = std::env::current_exe()
-        .and_then(fs::metadata)
+/// `SIZE MTIME.NSEC` of a file, or nothing when it cannot be read.
+fn stamp(path: &Path) -> String {
+    fs::metadata(path)
         .map(|m| format!("{} {}.{}", m.len(), m.mtime(), m.mtime_nsec()))
-        .unwrap_or_default();
-    format!("{} {exe}", env!("CARGO_PKG_VERSION"))
+        .unwrap_or_default()
 }
 
-fn hwloc_version() -> String {
-    format!("{:#x}", hwlocality::hwloc_api_version())
+/// binder's version and the stamps of `binder` and `binder-full`, which are installed
+/// side by side: both executables compute the same identity, whichever runs.
+fn build_identity() -> String {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.to_owned()))
+        .unwrap_or_default();
+    format!(
+        "{} {} / {}",
+        env!("CARGO_PKG_VERSION"),
+        stamp(&dir.join("binder")),
+        stamp(&dir.join("binder-full"))
+    )
+}
+
+/// The path of the loaded shared object whose file name starts with `prefix`, from the
+/// loader's own list (`dl_iterate_phdr`): `None` in the `binder` executable, which is
+/// linked without libhwloc.
+fn loaded_library(prefix: &str) -> Option<String> {
+    struct Search<'a> {
+        prefix: &'a str,
+        found: Option<String>,
+    }
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid `info` for the duration of the call, and
+        // `data` is the `Search` given to `dl_iterate_phdr` below, used by no one else.
+        let (info, search) = unsafe { (&*info, &mut *data.cast::<Search<'_>>()) };
+        if info.dlpi_name.is_null() {
+            return 0;
+        }
+        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by the loader.
+        let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy();
+        let file = name.rsplit('/').next().unwrap_or_default();
+        if file.starts_with(search.prefix) {
+            search.found = Some(name.into_owned());
+            return 1;
+        }
+        0
+    }
+    let mut search = Search {
+        prefix,
+        found: None,
+    };
+    // SAFETY: `visit` matches the callback's signature and only reads what the loader
+    // passes; `search` outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(Some(visit), (&raw mut search).cast());
+    }
+    search.found
 }
 
 fn euid() -> u32 {
@@ -353,7 +445,11 @@ mod tests {
         Key {
             format: FORMAT,
             binder: "x".into(),
-            hwloc: "2.9.0".into(),
+            hwloc: Some(Library {
+                path: "/no/such/libhwloc.so.15".into(),
+                stamp: String::new(),
+            }),
+            loader: vec![String::new(), String::new()],
             boot: "b".into(),
             online: "0-1".into(),
             cgroup: vec!["0::/".into()],
@@ -392,6 +488,44 @@ mod tests {
             .lookup(&key("a"))
             .unwrap_err()
             .contains("not a private file"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// The `binder` executable keys without a library (it has not loaded libhwloc): it
+    /// stamps the one the file names, so a replaced library is a miss for it too.
+    #[test]
+    fn a_replaced_library_misses_for_both_executables() {
+        let dir = scratch("library");
+        let get = |k: &str| (k == "BINDER_CACHE_DIR").then(|| dir.display().to_string());
+        let cache = Cache::open(&get).unwrap();
+        let lib = dir.join("libhwloc.so.15");
+        fs::write(&lib, "one").unwrap();
+        // binder-full stamps the library it loaded, afresh on every launch.
+        let full = || Key {
+            hwloc: Some(Library::at(&lib.display().to_string())),
+            ..key("a")
+        };
+        let front = Key {
+            hwloc: None,
+            ..key("a")
+        };
+        assert_eq!(full().digest(), front.digest(), "both name the same file");
+        let views = vec![view(vec![0]), view(vec![1])];
+        cache.store(&full(), views.clone()).unwrap();
+        assert_eq!(cache.lookup(&full()).unwrap(), views);
+        assert_eq!(cache.lookup(&front).unwrap(), views);
+        // An upgrade replaces the file: another size (and time).
+        fs::write(&lib, "two, longer").unwrap();
+        assert!(cache.lookup(&full()).is_err());
+        assert!(cache.lookup(&front).is_err());
+        // The loader's variables could make binder-full load another libhwloc.
+        let other_loader = Key {
+            loader: vec!["/opt/hwloc/lib".into(), String::new()],
+            ..front.clone()
+        };
+        cache.store(&full(), views.clone()).unwrap();
+        assert_eq!(cache.lookup(&front).unwrap(), views);
+        assert!(cache.lookup(&other_loader).is_err());
         let _ = fs::remove_dir_all(&dir);
     }
 

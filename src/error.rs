@@ -54,6 +54,12 @@ pub enum Error {
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),
+    /// The warm launch path ([`crate::warm`]) cannot go on without hwloc (a node cache
+    /// miss, other jobs to plan around, `--verbose`, `membind`, any refusal to explain):
+    /// the `binder` executable hands the launch to `binder-full`, having changed nothing.
+    /// Never shown to a user.
+    #[error("the warm launch path hands over to binder-full")]
+    HandOver,
 }
 
 impl Error {

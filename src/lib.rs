@@ -36,7 +36,7 @@ pub mod topology;
 pub mod unit;
 
 pub use error::Error;
-pub use run::run;
+pub use run::{run, warm};
 
 use distribute::{Locality, Plan, Request};
 use hwlocality::cpu::cpuset::CpuSet;

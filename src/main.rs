@@ -1,19 +1,29 @@
-//! The `binder` executable: parse arguments, run, map errors to exit codes.
+//! The `binder` executable: a launch line's warm path, and `binder-full` for the rest.
 //!
-//! Every task of every job pays binder's start, so `main` is entered from the C runtime
-//! directly (`no_main`): std's own start would first read and `sscanf` /proc/self/maps (to
-//! place a guard page under the main thread's stack) and install stack-overflow signal
-//! handlers, about 10% of a warm launch. What binder needs of it is done here: SIGPIPE
-//! ignored (so `--dry-run | head` is an EPIPE error, answered with exit 0, not a signal
-//! death); `std::env::args_os` works without it on Linux; every path ends in
-//! `process::exit`, which flushes stdout.
+//! Every task of every job pays this executable's start, and the dynamic loader's work for
+//! libhwloc and what it pulls in (libudev, libm) was a fifth of a whole `taskset -c 0 true`.
+//! So this executable reaches no hwloc call and is linked without libhwloc (the linker's
+//! `--as-needed` drops it; a test reads the ELF to keep it so). A plain launch line
+//! (`binder SHAPE -- CMD`) binds from the node cache or from the plan the job's first task
+//! recorded in the node ledger, and execs the task ([`binder::warm`]). Everything else —
+//! other commands and flags, a cache miss, other jobs to plan around — is handed, with the
+//! same arguments and environment and nothing changed, to `binder-full`, which is
+//! installed beside this executable.
+//!
+//! `main` is entered from the C runtime (`no_main`), as in `binder-full`: std's start
+//! would read /proc/self/maps first. SIGPIPE keeps its default: this executable writes
+//! only one stderr line, and the task and `binder-full` get their dispositions as given.
 // The test harness brings its own `main`.
 #![cfg_attr(not(test), no_main)]
-#![cfg_attr(test, allow(dead_code))]
+#![cfg_attr(test, allow(dead_code, unused_imports))]
 
-use clap::Parser;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 
-use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report};
+use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report, Error};
+
+/// The executable the warm path hands over to, in the same directory as this one.
+const FULL: &str = "binder-full";
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]
@@ -22,54 +32,46 @@ pub extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    // SAFETY: setting a signal's disposition to ignore has no preconditions; binder has
-    // one thread. The task gets SIGPIPE's default back at exec (std's `exec` resets it).
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(cli) = Cli::parse_launch_line(&args) {
+        let report_env = std::env::var("BINDER_REPORT").ok();
+        if let Ok(config) = Config::from_cli(cli, report_env.as_deref()) {
+            match binder::warm(&config, &ProcessEnv, &mut std::io::stderr()) {
+                Error::HandOver => {
+                    if std::env::var_os("BINDER_CACHE_TRACE").is_some_and(|v| v == "1") {
+                        report::emit(&mut std::io::stderr(), "hands the launch to binder-full");
+                    }
+                }
+                err => {
+                    report::emit(&mut std::io::stderr(), &err.to_string());
+                    std::process::exit(err.exit_code());
+                }
+            }
+        }
     }
-    run_main();
-    std::process::exit(exit_code::SUCCESS)
+    hand_over(&args)
 }
 
-fn run_main() {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let parsed = match Cli::parse_launch_line(&args) {
-        Some(cli) => Ok(cli),
-        None => Cli::try_parse_from(&args),
+/// Replaces this process with `binder-full` and the same arguments; returns only to exit
+/// 125 when it cannot.
+fn hand_over(args: &[OsString]) -> ! {
+    let full = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(FULL)));
+    let why = match &full {
+        Some(full) => {
+            let mut command = std::process::Command::new(full);
+            if let Some(arg0) = args.first() {
+                command.arg0(arg0);
+            }
+            let error = command.args(args.iter().skip(1)).exec();
+            format!("cannot run {}: {error}", full.display())
+        }
+        None => "cannot find the directory of this executable (/proc/self/exe)".to_owned(),
     };
-    let cli = match parsed {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help and --version: clap's own output, exit 0.
-            let _ = e.print();
-            std::process::exit(exit_code::SUCCESS);
-        }
-        Err(e) => {
-            // clap's usage errors would exit 2, which a task could mean; binder's is 125,
-            // on one line like every other refusal.
-            report::emit(&mut std::io::stderr(), &binder::cli::one_line(&e));
-            std::process::exit(exit_code::REFUSED);
-        }
-    };
-    if let Some(binder::cli::Action::Generate { what }) = cli.action {
-        use std::io::Write as _;
-        let _ = std::io::stdout().write_all(&binder::cli::generated(what));
-        std::process::exit(exit_code::SUCCESS);
-    }
-    let report_env = std::env::var("BINDER_REPORT").ok();
-    let result = Config::from_cli(cli, report_env.as_deref()).and_then(|config| {
-        binder::run(
-            &config,
-            &ProcessEnv,
-            &mut std::io::stdout().lock(),
-            &mut std::io::stderr(),
-        )
-    });
-    if let Err(err) = result {
-        if err.is_broken_pipe() {
-            std::process::exit(exit_code::SUCCESS);
-        }
-        report::emit(&mut std::io::stderr(), &err.to_string());
-        std::process::exit(err.exit_code());
-    }
+    report::emit(
+        &mut std::io::stderr(),
+        &format!("{why}; binder needs {FULL} installed beside it (`cargo build` builds both, `cargo install` installs both)"),
+    );
+    std::process::exit(exit_code::REFUSED)
 }

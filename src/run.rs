@@ -132,31 +132,10 @@ fn launch_options<'a>(
     }
 }
 
-/// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
-/// `err`. A launch that succeeds never returns (the process became the task).
-pub fn run(
-    config: &Config,
-    env: &dyn identity::Env,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> Result<(), Error> {
-    if config.action == Action::Schema {
-        return out
-            .write_all(shape::schema_json().as_bytes())
-            .map_err(Error::Output);
-    }
-    if let Action::Topology(reserve) = &config.action {
-        let topology = topology::load(&config.source, false)?;
-        let mut tree = topology.ge_tree();
-        let mut entries = ge::reserve::site(&|k| env.var(k))?;
-        entries.extend(reserve.iter().cloned());
-        ge::reserve::apply(&mut tree, &entries)?;
-        return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
-    }
-    if let Action::Node(json) = config.action {
-        return node(env, json, out);
-    }
-    let identity = identity::identify(config.local_rank, config.local_size, env)?;
+/// The shape, where it came from, and the text the node cache and the ledger key it by:
+/// the shape file's bytes (none for `--ge` alone) and every request from the command
+/// line and the site that changes the plan.
+fn job_shape(config: &Config, env: &dyn identity::Env) -> Result<(String, String, Shape), Error> {
     let (origin, text, mut shape) = match &config.shape {
         Some(path) => {
             let origin = path.display().to_string();
@@ -186,11 +165,91 @@ pub fn run(
         shape.options.pack = config.pack;
     }
     shape.options.share |= config.share;
-    // What the cache key must cover beyond the shape file.
     let text = format!(
         "{text}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}",
         shape.options.ge, shape.options.reserve, shape.options.pack
     );
+    Ok((origin, text, shape))
+}
+
+/// The `binder` executable's launch: [`run`]'s launch path as far as it goes without
+/// hwloc, for the executable that is linked without libhwloc (so that a warm launch does
+/// not pay for loading it). It binds from the node cache or a plan the job's first task
+/// recorded in the ledger and execs, never returning; it returns the error that stopped
+/// the launch, or [`Error::HandOver`] — having changed nothing — for everything that needs
+/// the topology (a cache miss, other jobs to plan around, `--verbose`, `membind`), for
+/// anything but a launch on this host, and for a ledger that cannot be trusted. Then
+/// `binder-full` runs the whole command line again.
+pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> Error {
+    let Action::Launch(command) = &config.action else {
+        return Error::HandOver;
+    };
+    if config.source != Source::Host || config.verbose {
+        return Error::HandOver;
+    }
+    let identity = match identity::identify(config.local_rank, config.local_size, env) {
+        Ok(identity) => identity,
+        Err(e) => return e.into(),
+    };
+    let (origin, text, shape) = match job_shape(config, env) {
+        Ok(job) => job,
+        Err(e) => return e,
+    };
+    if shape.membind_for(identity.rank) {
+        return Error::HandOver;
+    }
+    match ledger::Ledger::open(&|k| env.var(k)) {
+        Ok(ledger) => {
+            let job = Job {
+                config,
+                shape: &shape,
+                origin: &origin,
+                text: &text,
+                identity: &identity,
+            };
+            shared::launch(&ledger, &job, env, command, &mut shared::Warm, err)
+        }
+        Err(why) if why.starts_with("BINDER_LEDGER=") => {
+            let cache = node_cache(config, false, &text, identity.size, err);
+            match cache.and_then(|pair| cache_lookup(&pair, err)) {
+                Some(views) => {
+                    let options = launch_options(config, &shape, identity.rank, command, &[]);
+                    launch::run_cached(&views[identity.rank], &identity, &options, err).into()
+                }
+                None => Error::HandOver,
+            }
+        }
+        // binder-full says why, once per node.
+        Err(_) => Error::HandOver,
+    }
+}
+
+/// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
+/// `err`. A launch that succeeds never returns (the process became the task).
+pub fn run(
+    config: &Config,
+    env: &dyn identity::Env,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), Error> {
+    if config.action == Action::Schema {
+        return out
+            .write_all(shape::schema_json().as_bytes())
+            .map_err(Error::Output);
+    }
+    if let Action::Topology(reserve) = &config.action {
+        let topology = topology::load(&config.source, false)?;
+        let mut tree = topology.ge_tree();
+        let mut entries = ge::reserve::site(&|k| env.var(k))?;
+        entries.extend(reserve.iter().cloned());
+        ge::reserve::apply(&mut tree, &entries)?;
+        return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
+    }
+    if let Action::Node(json) = config.action {
+        return node(env, json, out);
+    }
+    let identity = identity::identify(config.local_rank, config.local_size, env)?;
+    let (origin, text, shape) = job_shape(config, env)?;
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
         // that cannot be trusted is said (once per node: by local rank 0) and skipped.
@@ -203,7 +262,15 @@ pub fn run(
                     text: &text,
                     identity: &identity,
                 };
-                return Err(shared::launch(&ledger, &job, env, command, err));
+                let mut planner = shared::Full::default();
+                return Err(shared::launch(
+                    &ledger,
+                    &job,
+                    env,
+                    command,
+                    &mut planner,
+                    err,
+                ));
             }
             Err(why) if why.starts_with("BINDER_LEDGER=") => {}
             Err(why) => {

@@ -116,13 +116,10 @@ pub fn prepare(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
-    let unbound = !view.is_bound();
     let Some(topology) = topology else {
-        if !unbound && view.apply {
-            bind::bind_cpus_raw(&view.cpus)?;
-        }
-        return finish(view, identity, options, stderr);
+        return prepare_cached(view, identity, options, stderr);
     };
+    let unbound = !view.is_bound();
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
     let inherited = (options.verbose || (options.membind && unbound))
         .then(|| bind::current(topology))
@@ -170,6 +167,21 @@ pub fn prepare(
     finish(view, identity, options, stderr)
 }
 
+/// [`prepare`] without a topology: the kernel's `sched_setaffinity` binds (read back
+/// with `sched_getaffinity`). Kept apart so that the `binder` executable's warm path, which
+/// is linked without libhwloc, reaches no hwloc call (see `crate::warm`).
+pub fn prepare_cached(
+    view: &env::TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    if view.is_bound() && view.apply {
+        bind::bind_cpus_raw(&view.cpus)?;
+    }
+    finish(view, identity, options, stderr)
+}
+
 /// The last steps shared by both paths: the `--report` line and the task's environment.
 fn finish(
     view: &env::TaskView,
@@ -205,7 +217,7 @@ pub fn run_cached(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> LaunchError {
-    match prepare(view, None, identity, options, stderr) {
+    match prepare_cached(view, identity, options, stderr) {
         Ok(env) => exec(options.command, &env, options.scrub),
         Err(e) => e,
     }

@@ -5,6 +5,10 @@
 //! Binding happens *before* the task is recorded and while the lock is held, so any other
 //! binder that reads the entry finds this PID already bound as the entry says (an entry
 //! whose PIDs are not bound as recorded counts for nothing).
+//!
+//! The flow is shared by the two executables through [`Planner`]: `binder-full` loads the
+//! hwloc topology when it must ([`Full`]); the `binder` front, linked without libhwloc,
+//! only reads the node cache and hands over when that is not enough ([`Warm`]).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -19,15 +23,125 @@ use crate::procfs::{Procs, Real};
 use crate::topology::{self, Source, Topology};
 use crate::{launch, pack, report};
 
+/// The task's environment, and the variables to remove from it.
+type TaskEnv = (Vec<(String, String)>, Vec<&'static str>);
+
+/// What the ledger's flow cannot read from the ledger: a plan when this job has none yet,
+/// and the binding itself. Every method may answer [`Error::HandOver`] before anything
+/// was changed; none may after [`Planner::prepare`] bound the process.
+pub(super) trait Planner {
+    /// The plan when no other job holds anything.
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error>;
+    /// The plan around the units `others` hold.
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        others: &[&LiveJob],
+        err: &mut impl Write,
+    ) -> Result<Vec<TaskView>, Error>;
+    /// Binds this process as `view` says; the task's environment and the variables to
+    /// remove from it.
+    fn prepare(
+        &mut self,
+        job: &Job<'_>,
+        view: &TaskView,
+        command: &[OsString],
+        err: &mut impl Write,
+    ) -> Result<TaskEnv, Error>;
+}
+
+/// `binder-full`'s planner: the node cache, else the hwloc topology (loaded once).
+#[derive(Default)]
+pub(super) struct Full {
+    topology: Option<Topology>,
+}
+
+impl Planner for Full {
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error> {
+        plain(job, &mut self.topology, err)
+    }
+
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        others: &[&LiveJob],
+        err: &mut impl Write,
+    ) -> Result<Vec<TaskView>, Error> {
+        around(job, others, &mut self.topology, err)
+    }
+
+    /// `--verbose` and `membind` load a topology when planning did not.
+    fn prepare(
+        &mut self,
+        job: &Job<'_>,
+        view: &TaskView,
+        command: &[OsString],
+        err: &mut impl Write,
+    ) -> Result<TaskEnv, Error> {
+        let (config, identity, shape) = (job.config, job.identity, job.shape);
+        if (config.verbose || shape.membind_for(identity.rank)) && self.topology.is_none() {
+            self.topology = Some(load(job)?);
+        }
+        // hwloc's plugin blocklist, set in binder's environment when a topology was
+        // loaded, is kept from the task.
+        let scrub = if self.topology.is_some() {
+            topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+        } else {
+            Vec::new()
+        };
+        let options = launch_options(config, shape, identity.rank, command, &scrub);
+        let env = launch::prepare(view, self.topology.as_ref(), identity, &options, err)?;
+        Ok((env, scrub))
+    }
+}
+
+/// The `binder` front's planner: the node cache or nothing. Its caller never uses it
+/// with `--verbose` or `membind`, which need the topology.
+pub(super) struct Warm;
+
+impl Planner for Warm {
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error> {
+        let (config, identity) = (job.config, job.identity);
+        node_cache(config, false, job.text, identity.size, err)
+            .and_then(|pair| cache_lookup(&pair, err))
+            .ok_or(Error::HandOver)
+    }
+
+    fn around(
+        &mut self,
+        _: &Job<'_>,
+        _: &[&LiveJob],
+        _: &mut impl Write,
+    ) -> Result<Vec<TaskView>, Error> {
+        Err(Error::HandOver)
+    }
+
+    fn prepare(
+        &mut self,
+        job: &Job<'_>,
+        view: &TaskView,
+        command: &[OsString],
+        err: &mut impl Write,
+    ) -> Result<TaskEnv, Error> {
+        let (config, identity) = (job.config, job.identity);
+        let options = launch_options(config, job.shape, identity.rank, command, &[]);
+        Ok((
+            launch::prepare_cached(view, identity, &options, err)?,
+            Vec::new(),
+        ))
+    }
+}
+
 /// Runs the launch; returns only on failure (the process became the task otherwise).
 pub(super) fn launch(
     ledger: &Ledger,
     job: &Job<'_>,
     env: &dyn Env,
     command: &[OsString],
+    planner: &mut impl Planner,
     err: &mut impl Write,
 ) -> Error {
-    match attempt(ledger, job, env, command, err) {
+    match attempt(ledger, job, env, command, planner, err) {
         Ok(e) | Err(e) => e,
     }
 }
@@ -38,6 +152,7 @@ fn attempt(
     job: &Job<'_>,
     env: &dyn Env,
     command: &[OsString],
+    planner: &mut impl Planner,
     err: &mut impl Write,
 ) -> Result<Error, Error> {
     let (config, identity, shape) = (job.config, job.identity, job.shape);
@@ -75,7 +190,7 @@ fn attempt(
             job,
             &id,
             view,
-            None,
+            planner,
             (me, my_start),
             record,
             guard,
@@ -85,7 +200,6 @@ fn attempt(
     }
     let scan = ledger::verify(ledger.read_all(), &procs, now, hz);
     tidy(ledger, &scan, now, hz);
-    let mut topology = None;
     let joined = joinable(ledger, &scan, &base, &key, job, now, hz);
     let (id, file, mut entry) = match joined {
         Some((file, entry)) => {
@@ -96,9 +210,9 @@ fn attempt(
             let (id, file) = fresh_name(ledger, &scan, &base, me);
             let others = ledger::held_by_others(&scan, Some(&file));
             let tasks = if others.is_empty() {
-                plain(job, &mut topology, err)?
+                planner.plain(job, err)?
             } else {
-                around(job, &others, &mut topology, err)?
+                planner.around(job, &others, err)?
             };
             let entry = Entry {
                 format: ledger::FORMAT,
@@ -121,7 +235,7 @@ fn attempt(
         job,
         &id,
         view,
-        topology,
+        planner,
         (me, my_start),
         record,
         guard,
@@ -144,35 +258,23 @@ fn joins(job: &Job<'_>, id: &JobId, ledger: &Ledger, err: &mut impl Write) {
 }
 
 /// The end of every launch through the ledger: bind as `view` says, record this task
-/// with `record`, release the lock, exec. `topology` is the one planning loaded, if any;
-/// `--verbose` and `membind` load one when planning did not.
+/// with `record`, release the lock, exec.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     job: &Job<'_>,
     id: &JobId,
     view: Option<TaskView>,
-    mut topology: Option<Topology>,
+    planner: &mut impl Planner,
     (me, my_start): (u32, u64),
     record: impl FnOnce(Member) -> Result<(), String>,
     guard: ledger::store::Guard,
     command: &[OsString],
     err: &mut impl Write,
 ) -> Result<Error, Error> {
-    let (config, identity, shape) = (job.config, job.identity, job.shape);
+    let identity = job.identity;
     let view =
         view.ok_or_else(|| LedgerError::Write(format!("job {id} has no rank {}", identity.rank)))?;
-    if (config.verbose || shape.membind_for(identity.rank)) && topology.is_none() {
-        topology = Some(load(job)?);
-    }
-    // hwloc's plugin blocklist, set in binder's environment when a topology was loaded,
-    // is kept from the task.
-    let scrub = if topology.is_some() {
-        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
-    } else {
-        Vec::new()
-    };
-    let options = launch_options(config, shape, identity.rank, command, &scrub);
-    let mut task_env = launch::prepare(&view, topology.as_ref(), identity, &options, err)?;
+    let (mut task_env, scrub) = planner.prepare(job, &view, command, err)?;
     task_env.push(("BINDER_JOB".into(), id.to_string()));
     record(Member {
         rank: identity.rank,

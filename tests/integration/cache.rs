@@ -49,7 +49,8 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                 let key = Key {
                     format: 1,
                     binder: "test".into(),
-                    hwloc: "test".into(),
+                    hwloc: None,
+                    loader: Vec::new(),
                     boot: name.clone(),
                     online: String::new(),
                     cgroup: Vec::new(),

@@ -381,7 +381,7 @@ fn man_page_and_completions_are_current() {
         let committed = std::fs::read(crate::common::root().join(file)).unwrap();
         assert!(
             out.stdout == committed,
-            "{file} is stale: run `cargo run -- generate {what} > {file}`"
+            "{file} is stale: run `cargo build && target/debug/binder generate {what} > {file}`"
         );
         assert!(!out.stdout.is_empty());
     }
