@@ -17,7 +17,16 @@
 //!
 //! # Where, and why it is safe on a shared node
 //!
-//! The cgroup's files are found through `/proc/self/mountinfo`, as hwloc finds them.
+//! The cgroup's files are found through `/proc/self/mountinfo`, as hwloc finds them, when
+//! an entry is stored; the entry records the cgroup directories it found, and a lookup
+//! reads the files of those directories instead of the mount table (which costs more than
+//! the rest of the key), having compared this process's mount namespace and cgroup lines
+//! with the entry's. A cgroup v2 directory is looked at afresh for its `cpuset.*` files,
+//! so enabling the cpuset controller later (`systemctl set-property … AllowedCPUs=`)
+//! misses. What goes unseen is the mount table changing inside one mount namespace after
+//! the entry was written (a cpuset hierarchy mounted where none was): hwloc could not see
+//! that cgroup before either, the kernel confines the task all the same, and binder's
+//! read-back of the binding refuses rather than runs it elsewhere.
 //!
 //! `$BINDER_CACHE_DIR`, else `$XDG_RUNTIME_DIR/binder`, else `/dev/shm/binder-UID`, else
 //! `/tmp/binder-UID`. The directory must be this user's, mode 0700, not a symlink; a file
@@ -60,8 +69,18 @@ pub struct Key {
     pub boot: String,
     /// `/sys/devices/system/cpu/online`.
     pub online: String,
-    /// The cpuset cgroup of this process and its effective CPUs and memory nodes.
+    /// This process's lines of `/proc/self/cgroup` for the cpuset controller (v1
+    /// `N:…cpuset…:/path`, v2 `0::/path`).
     pub cgroup: Vec<String>,
+    /// This process's mount namespace (`/proc/self/ns/mnt`): the same namespace and
+    /// cgroup lines find the same cgroup directories.
+    pub mounts: String,
+    /// The directories of those cgroups, found through the mount table when the entry
+    /// was stored (`None` in a lookup's key: the entry's are taken, see [`Cache::lookup`]);
+    /// not part of the file's name.
+    pub cpuset_dirs: Option<Vec<CgroupDir>>,
+    /// The effective CPUs and memory nodes of those directories, `FILE=CONTENTS`.
+    pub cpuset_files: Vec<String>,
     /// The shape file's bytes.
     pub shape: String,
     /// Local size.
@@ -93,6 +112,15 @@ impl Library {
             stamp: stamp(Path::new(path)),
         }
     }
+}
+
+/// A cgroup directory whose effective CPUs and memory nodes the key holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupDir {
+    /// cgroup v2 (`cpuset.cpus.effective`), else v1 (`cpuset.effective_cpus`).
+    pub v2: bool,
+    /// The directory.
+    pub dir: String,
 }
 
 /// One cache file.
@@ -140,10 +168,12 @@ impl Cache {
         };
         let mut why = String::new();
         for dir in candidates {
-            if fs::symlink_metadata(&dir).is_err() {
+            // One `lstat` on every launch; the directory is made only when it is missing.
+            let meta = fs::symlink_metadata(&dir).or_else(|_| {
                 let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
-            }
-            match fs::symlink_metadata(&dir) {
+                fs::symlink_metadata(&dir)
+            });
+            match meta {
                 Ok(m) if !m.is_dir() => why = format!("{} is not a directory", dir.display()),
                 Ok(m) if m.uid() != uid => {
                     why = format!("{} belongs to uid {}", dir.display(), m.uid())
@@ -172,9 +202,10 @@ impl Cache {
         self.dir.join(format!("plan-{:016x}.json", key.digest()))
     }
 
-    /// The views cached for `key`, or why not. A key without a library (made by the
-    /// `binder` executable, which has not loaded libhwloc) takes the library the file
-    /// names, stamped now.
+    /// The views cached for `key`, or why not. A key without cgroup directories takes the
+    /// entry's and reads their files now; a key without a library (made by the `binder`
+    /// executable, which has not loaded libhwloc) takes the library the file names,
+    /// stamped now. Then the whole key is compared.
     pub fn lookup(&self, key: &Key) -> Result<Vec<TaskView>, String> {
         let path = self.path(key);
         let file = fs::OpenOptions::new()
@@ -202,6 +233,11 @@ impl Cache {
         let entry: Entry = serde_json::from_str(&text)
             .map_err(|e| format!("{} is corrupt: {e}", path.display()))?;
         let mut key = key.clone();
+        if key.cpuset_dirs.is_none() {
+            let dirs = entry.key.cpuset_dirs.clone().unwrap_or_default();
+            key.cpuset_files = cpuset_files(&dirs)?;
+            key.cpuset_dirs = Some(dirs);
+        }
         if key.hwloc.is_none() {
             key.hwloc = entry.key.hwloc.as_ref().map(|l| Library::at(&l.path));
         }
@@ -214,8 +250,17 @@ impl Cache {
         Ok(entry.tasks)
     }
 
-    /// Writes the views for `key`: a temporary file of this process, then a rename.
+    /// Writes the views for `key`: a temporary file of this process, then a rename. A key
+    /// without cgroup directories is completed from the mount table first.
     pub fn store(&self, key: &Key, tasks: Vec<TaskView>) -> Result<(), String> {
+        let mut key = key.clone();
+        if key.cpuset_dirs.is_none() {
+            let mountinfo = read_small("/proc/self/mountinfo")?;
+            let dirs = cpuset_dirs(&key.cgroup, &mountinfo);
+            key.cpuset_files = cpuset_files(&dirs)?;
+            key.cpuset_dirs = Some(dirs);
+        }
+        let key = &key;
         let path = self.path(key);
         let tmp = self
             .dir
@@ -261,7 +306,12 @@ impl Key {
                 .collect(),
             boot: read("/proc/sys/kernel/random/boot_id")?,
             online: read("/sys/devices/system/cpu/online")?,
-            cgroup: cpuset_cgroup(&read("/proc/self/cgroup")?, &read("/proc/self/mountinfo")?)?,
+            cgroup: cpuset_lines(&read("/proc/self/cgroup")?),
+            mounts: fs::read_link("/proc/self/ns/mnt")
+                .map(|l| l.display().to_string())
+                .unwrap_or_default(),
+            cpuset_dirs: None,
+            cpuset_files: Vec::new(),
             shape: shape.to_owned(),
             local_size,
             gpus_per_task,
@@ -273,6 +323,8 @@ impl Key {
     pub fn digest(&self) -> u64 {
         let named = Key {
             hwloc: None,
+            cpuset_dirs: None,
+            cpuset_files: Vec::new(),
             ..self.clone()
         };
         let text = serde_json::to_string(&named).unwrap_or_default();
@@ -282,14 +334,28 @@ impl Key {
     }
 }
 
-/// The cpuset cgroup of this process and that cgroup's effective CPUs and memory nodes,
-/// as opaque text: the lines of `/proc/self/cgroup` for the cpuset controller (v1
-/// `N:…cpuset…:/path`, v2 `0::/path`), and the effective-set files under the mount points
-/// `/proc/self/mountinfo` shows for them (where hwloc finds them too). A cpuset hierarchy
-/// that is mounted but whose files cannot be read leaves no key: the allowed set would be
-/// unknown, so the cache is not used. Where none is mounted (a chroot), hwloc sees no
-/// restriction either, and neither does the key.
-fn cpuset_cgroup(proc_cgroup: &str, mountinfo: &str) -> Result<Vec<String>, String> {
+/// The lines of `/proc/self/cgroup` for the cpuset controller: v1 `N:…cpuset…:/path`,
+/// and v2's `0::/path` (whether its cpuset controller is enabled is seen in its directory).
+fn cpuset_lines(proc_cgroup: &str) -> Vec<String> {
+    proc_cgroup
+        .lines()
+        .filter(|line| {
+            let mut parts = line.splitn(3, ':');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(_), Some(controllers), Some(_)) => {
+                    controllers.is_empty() || controllers.split(',').any(|c| c == "cpuset")
+                }
+                _ => false,
+            }
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The directories of the cgroups named by `lines` (from [`cpuset_lines`]) under the
+/// mount points `/proc/self/mountinfo` shows for them (where hwloc finds them too). None
+/// mounted (a chroot): no directory, as hwloc sees no restriction either.
+fn cpuset_dirs(lines: &[String], mountinfo: &str) -> Vec<CgroupDir> {
     // (v2?, mount root inside the hierarchy, mount point)
     let mut mounts: Vec<(bool, String, String)> = Vec::new();
     for line in mountinfo.lines() {
@@ -314,34 +380,44 @@ fn cpuset_cgroup(proc_cgroup: &str, mountinfo: &str) -> Result<Vec<String>, Stri
         }
     }
     let mut out = Vec::new();
-    for line in proc_cgroup.lines() {
+    for line in lines {
         let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = match (parts.next(), parts.next(), parts.next()) {
-            (Some(a), Some(b), Some(c)) => (a, b, c),
-            _ => continue,
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
         };
         let v2 = controllers.is_empty();
-        if !v2 && !controllers.split(',').any(|c| c == "cpuset") {
-            continue;
+        for (_, root, point) in mounts.iter().filter(|(m2, _, _)| *m2 == v2) {
+            let inner = path.strip_prefix(root.as_str()).unwrap_or(path);
+            let dir = format!("{point}/{}", inner.trim_start_matches('/'));
+            out.push(CgroupDir {
+                v2,
+                dir: dir.trim_end_matches('/').to_owned(),
+            });
         }
-        out.push(line.to_owned());
-        let names: [&str; 2] = if v2 {
+    }
+    out
+}
+
+/// `FILE=CONTENTS` of the effective CPUs and memory nodes of each directory. A v2
+/// directory without the cpuset controller enabled has no such files: no limit. A file
+/// that exists but cannot be read leaves no key: the allowed set would be unknown, so
+/// the cache is not used.
+fn cpuset_files(dirs: &[CgroupDir]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for CgroupDir { v2, dir } in dirs {
+        let names: [&str; 2] = if *v2 {
             ["cpuset.cpus.effective", "cpuset.mems.effective"]
         } else {
             ["cpuset.effective_cpus", "cpuset.effective_mems"]
         };
-        for (_, root, point) in mounts.iter().filter(|(m2, _, _)| *m2 == v2) {
-            let inner = path.strip_prefix(root.as_str()).unwrap_or(path);
-            let dir = format!("{point}/{}", inner.trim_start_matches('/'));
-            // cgroup v2 without the cpuset controller enabled has no such files: no limit.
-            if v2 && !Path::new(&dir).join(names[0]).exists() {
-                continue;
-            }
-            for name in names {
-                let file = format!("{}/{name}", dir.trim_end_matches('/'));
-                let text = read_small(&file)?;
-                out.push(format!("{file}={}", text.trim()));
-            }
+        if *v2 && !Path::new(dir).join(names[0]).exists() {
+            continue;
+        }
+        for name in names {
+            let file = format!("{dir}/{name}");
+            let text = read_small(&file)?;
+            out.push(format!("{file}={}", text.trim()));
         }
     }
     Ok(out)
@@ -350,11 +426,7 @@ fn cpuset_cgroup(proc_cgroup: &str, mountinfo: &str) -> Result<Vec<String>, Stri
 /// A small kernel file in one `read`: procfs and sysfs report size 0, and growing a buffer
 /// from nothing costs a syscall per doubling on every warm launch.
 fn read_small(path: &str) -> Result<String, String> {
-    let mut text = String::with_capacity(16 * 1024);
-    fs::File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| format!("{path}: {e}"))?;
-    Ok(text)
+    crate::procfs::read_small(path, MAX_BYTES as usize).map_err(|e| format!("{path}: {e}"))
 }
 
 /// `SIZE MTIME.NSEC` of a file, or nothing when it cannot be read.
@@ -453,6 +525,9 @@ mod tests {
             boot: "b".into(),
             online: "0-1".into(),
             cgroup: vec!["0::/".into()],
+            mounts: "mnt:[1]".into(),
+            cpuset_dirs: Some(Vec::new()),
+            cpuset_files: Vec::new(),
             shape: shape.into(),
             local_size: 2,
             gpus_per_task: None,
@@ -545,24 +620,37 @@ mod tests {
     #[test]
     fn cgroup_lines_name_their_effective_sets() {
         let mounts = "34 31 0:31 / /no/such/cpuset rw,relatime - cgroup cgroup rw,cpuset\n\
-                      35 31 0:32 / /no/such/cpu rw - cgroup cgroup rw,cpu\n";
+                      35 31 0:32 / /no/such/cpu rw - cgroup cgroup rw,cpu\n\
+                      36 31 0:33 /job /no/such/v2 rw - cgroup2 cgroup2 rw\n";
         // Other controllers are not part of the key.
+        assert_eq!(cpuset_lines("4:memory:/x\n"), Vec::<String>::new());
+        let lines = cpuset_lines("4:memory:/x\n3:cpuset:/job\n0::/job/step\n");
+        assert_eq!(lines, ["3:cpuset:/job", "0::/job/step"]);
+        // Each line under its hierarchy's mount points; a v2 mount of a subtree (a
+        // container's) is entered below its root.
+        let dirs = cpuset_dirs(&lines, mounts);
+        let named: Vec<(bool, &str)> = dirs.iter().map(|d| (d.v2, d.dir.as_str())).collect();
         assert_eq!(
-            cpuset_cgroup("4:memory:/x\n", mounts).unwrap(),
-            Vec::<String>::new()
+            named,
+            [(false, "/no/such/cpuset/job"), (true, "/no/such/v2/step")]
         );
-        // A mounted cpuset hierarchy whose files cannot be read: no key.
-        let e = cpuset_cgroup("3:cpuset:/job\n", mounts).unwrap_err();
+        // A mounted v1 cpuset hierarchy whose files cannot be read: no key.
+        let e = cpuset_files(&dirs[..1]).unwrap_err();
         assert!(
             e.contains("/no/such/cpuset/job/cpuset.effective_cpus"),
             "{e}"
         );
-        // Not mounted where this process can see (a chroot): the line alone.
-        assert_eq!(
-            cpuset_cgroup("3:cpuset:/job\n", "").unwrap(),
-            ["3:cpuset:/job"]
-        );
+        // A v2 directory without the cpuset controller's files: no limit to key on.
+        assert_eq!(cpuset_files(&dirs[1..]).unwrap(), Vec::<String>::new());
+        // Not mounted where this process can see (a chroot): the lines alone.
+        assert!(cpuset_dirs(&lines, "").is_empty());
         assert_eq!(key("a").digest(), key("a").digest());
         assert_ne!(key("a").digest(), key("b").digest());
+        // The directories and files are not part of the name: a lookup learns them.
+        let looked = Key {
+            cpuset_dirs: None,
+            ..key("a")
+        };
+        assert_eq!(looked.digest(), key("a").digest());
     }
 }

@@ -313,15 +313,22 @@ pub fn clock_hz() -> u64 {
     u64::try_from(hz).unwrap_or(100).max(1)
 }
 
-/// Clock ticks since boot (`/proc/uptime` × [`clock_hz`]), comparable with start times.
+/// Clock ticks since boot, comparable with the start times of `/proc/PID/stat`: both
+/// count from boot, suspend included (`CLOCK_BOOTTIME`, which `/proc/uptime` also reads;
+/// this asks the vDSO instead of reading a file).
 pub fn now_ticks() -> u64 {
-    let uptime = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
-    let secs: f64 = uptime
-        .split_whitespace()
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.0);
-    (secs * clock_hz() as f64) as u64
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the kernel (or vDSO) to write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+        return 0;
+    }
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
+    let hz = clock_hz();
+    secs * hz + nanos * hz / 1_000_000_000
 }
 
 #[cfg(test)]

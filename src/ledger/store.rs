@@ -60,13 +60,15 @@ impl Ledger {
             .min(3600);
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        if fs::symlink_metadata(&dir).is_err()
-            && fs::DirBuilder::new().mode(0o700).create(&dir).is_ok()
-        {
-            // Sticky and open to all, set after creation so the umask does not narrow it.
-            let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777));
-        }
-        let meta = fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // One `lstat` on every launch; the directory is made only when it is missing.
+        let meta = fs::symlink_metadata(&dir).or_else(|_| {
+            if fs::DirBuilder::new().mode(0o700).create(&dir).is_ok() {
+                // Sticky and open to all, set after creation so the umask does not narrow it.
+                let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777));
+            }
+            fs::symlink_metadata(&dir)
+        });
+        let meta = meta.map_err(|e| format!("{}: {e}", dir.display()))?;
         let shown = dir.display();
         if !meta.is_dir() {
             return Err(format!("{shown} is not a directory"));

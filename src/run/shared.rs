@@ -19,7 +19,7 @@ use crate::identity::job::{job_of, JobId};
 use crate::identity::Env;
 use crate::launch::env::TaskView;
 use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, RawEntry, Scan};
-use crate::procfs::{Procs, Real};
+use crate::procfs::{Procs, RealOnce};
 use crate::topology::{self, Source, Topology};
 use crate::{launch, pack, report};
 
@@ -156,7 +156,7 @@ fn attempt(
     err: &mut impl Write,
 ) -> Result<Error, Error> {
     let (config, identity, shape) = (job.config, job.identity, job.shape);
-    let procs = Real;
+    let procs = RealOnce::new();
     let me = procs.me();
     let my_start = procs
         .stat(me)

@@ -54,6 +54,9 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     boot: name.clone(),
                     online: String::new(),
                     cgroup: Vec::new(),
+                    mounts: String::new(),
+                    cpuset_dirs: Some(Vec::new()),
+                    cpuset_files: Vec::new(),
                     shape: text.clone(),
                     local_size: n,
                     gpus_per_task: None,
@@ -237,6 +240,10 @@ fn a_changed_allowed_cpuset_misses() {
     // The same launch from inside the cgroup (the shell moves itself in, then execs).
     let script = format!("echo $$ > {}/tasks && exec \"$@\"", cg.display());
     let (inside, trace) = launch(&dir, &["sh", "-c", &script, "sh"], &shape);
+    let (_, inside_hit) = launch(&dir, &["sh", "-c", &script, "sh"], &shape);
+    // The same cgroup with other CPUs: the entry's cgroup directory is read afresh.
+    std::fs::write(cg.join("cpuset.cpus"), "0").unwrap();
+    let (changed, changed_trace) = launch(&dir, &["sh", "-c", &script, "sh"], &shape);
     let _ = std::fs::remove_dir(&cg);
     if mounted {
         let _ = Command::new("umount").arg(&mount).status();
@@ -247,4 +254,7 @@ fn a_changed_allowed_cpuset_misses() {
     assert!(trace.contains("cache miss"), "{trace}");
     assert!(inside.contains("Cpus_allowed_list:\t1\n"), "{inside}");
     assert_ne!(inside, outside);
+    assert!(inside_hit.contains("cache hit"), "{inside_hit}");
+    assert!(changed_trace.contains("cache miss"), "{changed_trace}");
+    assert!(changed.contains("Cpus_allowed_list:\t0\n"), "{changed}");
 }
