@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-256}
 cargo build --release -q
-cache=$(mktemp -d)
+cache=$(mktemp -d -p /dev/shm)
 export BINDER_CACHE_DIR=$cache
 bin=$PWD/target/release/binder
 target/release/binder --local-rank 0 --local-size "$n" shapes/bind-none.yaml -- true
