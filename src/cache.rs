@@ -47,9 +47,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::launch::env::TaskView;
+use crate::shape::Pack;
 
 /// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 
@@ -128,6 +129,8 @@ pub struct CgroupDir {
 struct Entry {
     key: Key,
     tasks: Vec<TaskView>,
+    /// The shape's packing policy, which the ledger records with a new job.
+    pack: Pack,
 }
 
 /// Why the cache was not used, or what it did (for `BINDER_CACHE_TRACE=1`).
@@ -206,7 +209,7 @@ impl Cache {
     /// entry's and reads their files now; a key without a library (made by the `binder`
     /// executable, which has not loaded libhwloc) takes the library the file names,
     /// stamped now. Then the whole key is compared.
-    pub fn lookup(&self, key: &Key) -> Result<Vec<TaskView>, String> {
+    pub fn lookup(&self, key: &Key) -> Result<(Vec<TaskView>, Pack), String> {
         let path = self.path(key);
         let file = fs::OpenOptions::new()
             .read(true)
@@ -247,12 +250,12 @@ impl Cache {
         if entry.tasks.len() != key.local_size {
             return Err(format!("{} is inconsistent", path.display()));
         }
-        Ok(entry.tasks)
+        Ok((entry.tasks, entry.pack))
     }
 
     /// Writes the views for `key`: a temporary file of this process, then a rename. A key
     /// without cgroup directories is completed from the mount table first.
-    pub fn store(&self, key: &Key, tasks: Vec<TaskView>) -> Result<(), String> {
+    pub fn store(&self, key: &Key, tasks: Vec<TaskView>, pack: Pack) -> Result<(), String> {
         let mut key = key.clone();
         if key.cpuset_dirs.is_none() {
             let mountinfo = read_small("/proc/self/mountinfo")?;
@@ -268,6 +271,7 @@ impl Cache {
         let entry = Entry {
             key: key.clone(),
             tasks,
+            pack,
         };
         let text = serde_json::to_string(&entry).map_err(|e| e.to_string())?;
         let write = || -> std::io::Result<()> {
@@ -510,6 +514,8 @@ mod tests {
             binding: "unit core: core:0 cpus 0-1 mask 0x00000003".into(),
             ge_env: vec![("GCS_BINDING".into(), "0 1".into())],
             apply: true,
+            openmp: false,
+            membind: false,
         }
     }
 
@@ -547,15 +553,15 @@ mod tests {
         let get = |k: &str| (k == "BINDER_CACHE_DIR").then(|| dir.display().to_string());
         let cache = Cache::open(&get).unwrap();
         let views = vec![view(vec![0, 1]), view(vec![2, 3])];
-        cache.store(&key("a"), views.clone()).unwrap();
-        assert_eq!(cache.lookup(&key("a")).unwrap(), views);
+        cache.store(&key("a"), views.clone(), Pack::Fill).unwrap();
+        assert_eq!(cache.lookup(&key("a")).unwrap().0, views);
         // A changed shape is another key: a miss.
         assert!(cache.lookup(&key("b")).is_err());
         // A corrupt file is a miss, and a store repairs it.
         fs::write(cache.path(&key("a")), "{not json").unwrap();
         assert!(cache.lookup(&key("a")).unwrap_err().contains("corrupt"));
-        cache.store(&key("a"), views.clone()).unwrap();
-        assert_eq!(cache.lookup(&key("a")).unwrap(), views);
+        cache.store(&key("a"), views.clone(), Pack::Fill).unwrap();
+        assert_eq!(cache.lookup(&key("a")).unwrap().0, views);
         // A file others may write is never trusted.
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(cache.path(&key("a")), fs::Permissions::from_mode(0o666)).unwrap();
@@ -586,9 +592,9 @@ mod tests {
         };
         assert_eq!(full().digest(), front.digest(), "both name the same file");
         let views = vec![view(vec![0]), view(vec![1])];
-        cache.store(&full(), views.clone()).unwrap();
-        assert_eq!(cache.lookup(&full()).unwrap(), views);
-        assert_eq!(cache.lookup(&front).unwrap(), views);
+        cache.store(&full(), views.clone(), Pack::Fill).unwrap();
+        assert_eq!(cache.lookup(&full()).unwrap().0, views);
+        assert_eq!(cache.lookup(&front).unwrap().0, views);
         // An upgrade replaces the file: another size (and time).
         fs::write(&lib, "two, longer").unwrap();
         assert!(cache.lookup(&full()).is_err());
@@ -598,8 +604,8 @@ mod tests {
             loader: vec!["/opt/hwloc/lib".into(), String::new()],
             ..front.clone()
         };
-        cache.store(&full(), views.clone()).unwrap();
-        assert_eq!(cache.lookup(&front).unwrap(), views);
+        cache.store(&full(), views.clone(), Pack::Fill).unwrap();
+        assert_eq!(cache.lookup(&front).unwrap().0, views);
         assert!(cache.lookup(&other_loader).is_err());
         let _ = fs::remove_dir_all(&dir);
     }

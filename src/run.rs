@@ -6,17 +6,17 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use crate::shape::{self, Shape};
+use crate::shape::{self, Pack, Shape};
 use crate::topology::{self, Source};
 use crate::{cache, ge, identity, launch, ledger, report};
 use crate::{fill_ge_topology, load_topology, plan};
 
 mod shared;
 
-/// What a launch plans: the shape and where it came from, for the ledger's path.
+/// What a launch plans, for the ledger's path. The parsed shape is the planner's
+/// (`shared::Full`): the `binder` executable's warm path does not parse it.
 struct Job<'a> {
     config: &'a Config,
-    shape: &'a Shape,
     origin: &'a str,
     /// The shape's bytes and every request that changes the plan (the cache key's text).
     text: &'a str,
@@ -81,17 +81,17 @@ fn node_cache(
         .ok()
 }
 
-/// The cached views for the key, if any.
+/// The cached views for the key and the shape's packing policy, if any.
 fn cache_lookup(
     (c, key): &(cache::Cache, cache::Key),
     err: &mut impl Write,
-) -> Option<Vec<launch::env::TaskView>> {
+) -> Option<(Vec<launch::env::TaskView>, Pack)> {
     match c.lookup(key) {
-        Ok(views) => {
+        Ok(hit) => {
             if tracing() {
                 report::emit(err, &format!("cache hit: {}", c.dir().display()));
             }
-            Some(views)
+            Some(hit)
         }
         Err(why) => {
             if tracing() {
@@ -106,53 +106,70 @@ fn cache_lookup(
 fn cache_store(
     (c, key): &(cache::Cache, cache::Key),
     views: Vec<launch::env::TaskView>,
+    shape: &Shape,
     err: &mut impl Write,
 ) {
-    let stored = c.store(key, views);
+    let stored = c.store(key, views, shape.options.pack.unwrap_or_default());
     if tracing() {
         let what = stored.map_or_else(|e| e, |()| c.dir().display().to_string());
         report::emit(err, &format!("cache store: {what}"));
     }
 }
 
+/// A launch's options: the rank's own from its view, the rest from the command line.
 fn launch_options<'a>(
     config: &Config,
-    shape: &Shape,
-    rank: usize,
+    view: &launch::env::TaskView,
     command: &'a [std::ffi::OsString],
     scrub: &'a [&'static str],
 ) -> launch::Options<'a> {
     launch::Options {
         command,
-        openmp: shape.options_for(rank).openmp,
-        membind: shape.membind_for(rank),
+        openmp: view.openmp,
+        membind: view.membind,
         report: config.report,
         verbose: config.verbose,
         scrub,
     }
 }
 
-/// The shape, where it came from, and the text the node cache and the ledger key it by:
-/// the shape file's bytes (none for `--ge` alone) and every request from the command
-/// line and the site that changes the plan.
-fn job_shape(config: &Config, env: &dyn identity::Env) -> Result<(String, String, Shape), Error> {
-    let (origin, text, mut shape) = match &config.shape {
-        Some(path) => {
-            let origin = path.display().to_string();
-            let text = shape::read_text(path)?;
-            let shape = Shape::from_yaml(&text, &origin)?;
-            (origin, text, shape)
-        }
+/// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
+/// `--ge` alone), every request of the command line that changes the plan, and the site
+/// file's bytes. Unparsed, so that both executables compute it alike and the warm path
+/// parses no YAML; it names the same inputs the parsed shape is made of.
+fn job_text(config: &Config, shape: &str, env: &dyn identity::Env) -> Result<String, Error> {
+    let site = ge::reserve::site_text(&|k| env.var(k))?;
+    let site = site.as_ref().map_or("", |(_, text)| text.as_str());
+    Ok(format!(
+        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#site:{site}",
+        config.ge, config.reserve, config.pack, config.share
+    ))
+}
+
+/// The shape file's bytes and where they came from (`--ge` alone: no file).
+fn shape_text(config: &Config) -> Result<(String, String), Error> {
+    match &config.shape {
+        Some(path) => Ok((path.display().to_string(), shape::read_text(path)?)),
+        None => Ok(("--ge".to_owned(), String::new())),
+    }
+}
+
+/// The shape, parsed, with the command line's and the site's requests applied.
+fn job_shape(
+    config: &Config,
+    origin: &str,
+    text: &str,
+    env: &dyn identity::Env,
+) -> Result<Shape, Error> {
+    let mut shape = match &config.shape {
+        Some(_) => Shape::from_yaml(text, origin)?,
         // `--ge` alone: a shape of nothing but the request.
-        None => {
-            let shape = Shape {
-                version: None,
-                options: shape::Options::default(),
-                resources: Vec::new(),
-                ranks: shape::Ranks::new(),
-            };
-            ("--ge".to_owned(), String::new(), shape)
-        }
+        None => Shape {
+            version: None,
+            options: shape::Options::default(),
+            resources: Vec::new(),
+            ranks: shape::Ranks::new(),
+        },
     };
     if let Some(request) = &config.ge {
         shape.options.ge = Some(request.clone());
@@ -165,21 +182,18 @@ fn job_shape(config: &Config, env: &dyn identity::Env) -> Result<(String, String
         shape.options.pack = config.pack;
     }
     shape.options.share |= config.share;
-    let text = format!(
-        "{text}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}",
-        shape.options.ge, shape.options.reserve, shape.options.pack
-    );
-    Ok((origin, text, shape))
+    Ok(shape)
 }
 
 /// The `binder` executable's launch: [`run`]'s launch path as far as it goes without
-/// hwloc, for the executable that is linked without libhwloc (so that a warm launch does
-/// not pay for loading it). It binds from the node cache or a plan the job's first task
-/// recorded in the ledger and execs, never returning; it returns the error that stopped
-/// the launch, or [`Error::HandOver`] — having changed nothing — for everything that needs
-/// the topology (a cache miss, other jobs to plan around, `--verbose`, `membind`), for
-/// anything but a launch on this host, and for a ledger that cannot be trusted. Then
-/// `binder-full` runs the whole command line again.
+/// hwloc and without parsing the shape, for the executable that is linked without
+/// libhwloc (so that a warm launch does not pay for loading it). It binds from the node
+/// cache or a plan the job's first task recorded in the ledger and execs, never
+/// returning; it returns the error that stopped the launch, or [`Error::HandOver`] —
+/// having changed nothing — for everything that needs the topology or the parsed shape (a
+/// cache miss, other jobs to plan around, `--verbose`, `membind`), for anything but a
+/// launch on this host, and for a ledger that cannot be trusted. Then `binder-full` runs
+/// the whole command line again.
 pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> Error {
     let Action::Launch(command) = &config.action else {
         return Error::HandOver;
@@ -191,18 +205,18 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
         Ok(identity) => identity,
         Err(e) => return e.into(),
     };
-    let (origin, text, shape) = match job_shape(config, env) {
+    let (origin, text) = match shape_text(config).and_then(|(origin, shape)| {
+        let text = job_text(config, &shape, env)?;
+        Ok((origin, text))
+    }) {
         Ok(job) => job,
-        Err(e) => return e,
+        // binder-full says what is wrong with the shape or the site file.
+        Err(_) => return Error::HandOver,
     };
-    if shape.membind_for(identity.rank) {
-        return Error::HandOver;
-    }
     match ledger::Ledger::open(&|k| env.var(k)) {
         Ok(ledger) => {
             let job = Job {
                 config,
-                shape: &shape,
                 origin: &origin,
                 text: &text,
                 identity: &identity,
@@ -212,11 +226,12 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
         Err(why) if why.starts_with("BINDER_LEDGER=") => {
             let cache = node_cache(config, false, &text, identity.size, err);
             match cache.and_then(|pair| cache_lookup(&pair, err)) {
-                Some(views) => {
-                    let options = launch_options(config, &shape, identity.rank, command, &[]);
-                    launch::run_cached(&views[identity.rank], &identity, &options, err).into()
+                Some((views, _)) if !views[identity.rank].membind => {
+                    let view = &views[identity.rank];
+                    let options = launch_options(config, view, command, &[]);
+                    launch::run_cached(view, &identity, &options, err).into()
                 }
-                None => Error::HandOver,
+                _ => Error::HandOver,
             }
         }
         // binder-full says why, once per node.
@@ -249,7 +264,9 @@ pub fn run(
         return node(env, json, out);
     }
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
-    let (origin, text, shape) = job_shape(config, env)?;
+    let (origin, shape_bytes) = shape_text(config)?;
+    let shape = job_shape(config, &origin, &shape_bytes, env)?;
+    let text = job_text(config, &shape_bytes, env)?;
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
         // that cannot be trusted is said (once per node: by local rank 0) and skipped.
@@ -257,12 +274,11 @@ pub fn run(
             Ok(ledger) => {
                 let job = Job {
                     config,
-                    shape: &shape,
                     origin: &origin,
                     text: &text,
                     identity: &identity,
                 };
-                let mut planner = shared::Full::default();
+                let mut planner = shared::Full::new(&shape);
                 return Err(shared::launch(
                     &ledger,
                     &job,
@@ -292,9 +308,10 @@ pub fn run(
         _ => None,
     };
     if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
-        if let Some(views) = cache_lookup(pair, err) {
-            let options = launch_options(config, &shape, identity.rank, command, &[]);
-            return Err(launch::run_cached(&views[identity.rank], &identity, &options, err).into());
+        if let Some((views, _)) = cache_lookup(pair, err) {
+            let view = &views[identity.rank];
+            let options = launch_options(config, view, command, &[]);
+            return Err(launch::run_cached(view, &identity, &options, err).into());
         }
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
@@ -326,14 +343,15 @@ pub fn run(
     )?;
     if let Some(pair) = &cache {
         let views = (0..plan.tasks.len())
-            .map(|r| launch::env::TaskView::of(&plan, r))
+            .map(|r| launch::env::TaskView::for_launch(&plan, &shape, r))
             .collect();
-        cache_store(pair, views, err);
+        cache_store(pair, views, &shape, err);
     }
     match &config.action {
         Action::Launch(command) => {
-            let options = launch_options(config, &shape, identity.rank, command, &scrub);
-            Err(launch::run(&topology, &plan, &identity, &options, err).into())
+            let view = launch::env::TaskView::for_launch(&plan, &shape, identity.rank);
+            let options = launch_options(config, &view, command, &scrub);
+            Err(launch::run(&topology, &view, &identity, &options, err).into())
         }
         _ => {
             if config.verbose {

@@ -25,10 +25,25 @@ pub struct Site {
 /// nothing, an unreadable or invalid one is an error (a site that reserved cores must not
 /// silently lose them).
 pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError> {
+    let Some((path, text)) = site_text(env)? else {
+        return Ok(Vec::new());
+    };
+    let site: Site = yaml_serde::from_str(&text).map_err(|e| GeError::Reserve {
+        what: path.clone(),
+        why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
+    })?;
+    Ok(site.reserve)
+}
+
+/// The site file's path and bytes, unparsed (`None` when there is none): the node cache
+/// and the ledger key a plan by them, and a warm launch does not parse YAML.
+pub fn site_text(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, String)>, GeError> {
     let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(GeError::Reserve {
                 what: path,
@@ -42,11 +57,7 @@ pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError
             why: "the site file is larger than 64 KiB".into(),
         });
     }
-    let site: Site = yaml_serde::from_str(&text).map_err(|e| GeError::Reserve {
-        what: path.clone(),
-        why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
-    })?;
-    Ok(site.reserve)
+    Ok(Some((path, text)))
 }
 
 /// The letter of a location's type, spelt as in shapes (`package`/`socket`, `l3`, ...).

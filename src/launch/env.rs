@@ -44,6 +44,14 @@ pub struct TaskView {
     /// False for `-binstance env`: the task is told its CPUs but not bound to them.
     #[serde(default = "yes")]
     pub apply: bool,
+    /// The rank's `openmp` option (a per-rank rule may differ from the shape's), so a
+    /// launch from the node cache or the ledger needs no shape parsed.
+    #[serde(default)]
+    pub openmp: bool,
+    /// The rank's `membind: local`: memory binding needs the topology, so the `binder`
+    /// executable hands such a launch over.
+    #[serde(default)]
+    pub membind: bool,
 }
 
 fn yes() -> bool {
@@ -51,7 +59,17 @@ fn yes() -> bool {
 }
 
 impl TaskView {
-    /// The view of local rank `rank` of `plan`.
+    /// The view of local rank `rank` of `plan`, made from `shape`, with the rank's launch
+    /// options.
+    pub fn for_launch(plan: &Plan, shape: &crate::shape::Shape, rank: usize) -> TaskView {
+        TaskView {
+            openmp: shape.options_for(rank).openmp,
+            membind: shape.membind_for(rank),
+            ..TaskView::of(plan, rank)
+        }
+    }
+
+    /// The view of local rank `rank` of `plan` (its launch options off).
     pub fn of(plan: &Plan, rank: usize) -> TaskView {
         let task = &plan.tasks[rank];
         TaskView {
@@ -80,6 +98,8 @@ impl TaskView {
                 .ge
                 .as_ref()
                 .is_none_or(|g| g.instance != crate::ge::Instance::Env),
+            openmp: false,
+            membind: false,
         }
     }
 

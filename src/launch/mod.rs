@@ -13,7 +13,6 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 
-use crate::distribute::Plan;
 use crate::report;
 use crate::topology::Topology;
 use hwlocality::cpu::cpuset::CpuSet;
@@ -87,17 +86,16 @@ pub struct Options<'a> {
     pub verbose: bool,
 }
 
-/// Binds this process as `plan` says for `identity` and execs the command. Returns only
-/// on failure; `stderr` gets `--report` and `--verbose` lines.
+/// Binds this process as `view` (this rank's of a plan made on `topology`) says and execs
+/// the command. Returns only on failure; `stderr` gets `--report` and `--verbose` lines.
 pub fn run(
     topology: &Topology,
-    plan: &Plan,
+    view: &env::TaskView,
     identity: &Identity,
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> LaunchError {
-    let view = env::TaskView::of(plan, identity.rank);
-    match prepare(&view, Some(topology), identity, options, stderr) {
+    match prepare(view, Some(topology), identity, options, stderr) {
         Ok(env) => exec(options.command, &env, options.scrub),
         Err(e) => e,
     }

@@ -38,6 +38,8 @@ fn view(cpus: &[usize]) -> TaskView {
         binding: String::new(),
         ge_env: Vec::new(),
         apply: true,
+        openmp: false,
+        membind: false,
     }
 }
 

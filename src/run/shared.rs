@@ -20,25 +20,29 @@ use crate::identity::Env;
 use crate::launch::env::TaskView;
 use crate::ledger::{self, Entry, Ledger, LedgerError, LiveJob, Member, RawEntry, Scan};
 use crate::procfs::{Procs, RealOnce};
+use crate::shape::{Pack, Shape};
 use crate::topology::{self, Source, Topology};
 use crate::{launch, pack, report};
 
 /// The task's environment, and the variables to remove from it.
 type TaskEnv = (Vec<(String, String)>, Vec<&'static str>);
 
+/// A new job's plan: every rank's view, and the packing policy recorded with the job.
+type Planned = (Vec<TaskView>, Pack);
+
 /// What the ledger's flow cannot read from the ledger: a plan when this job has none yet,
 /// and the binding itself. Every method may answer [`Error::HandOver`] before anything
 /// was changed; none may after [`Planner::prepare`] bound the process.
 pub(super) trait Planner {
     /// The plan when no other job holds anything.
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error>;
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error>;
     /// The plan around the units `others` hold.
     fn around(
         &mut self,
         job: &Job<'_>,
         others: &[&LiveJob],
         err: &mut impl Write,
-    ) -> Result<Vec<TaskView>, Error>;
+    ) -> Result<Planned, Error>;
     /// Binds this process as `view` says; the task's environment and the variables to
     /// remove from it.
     fn prepare(
@@ -50,15 +54,26 @@ pub(super) trait Planner {
     ) -> Result<TaskEnv, Error>;
 }
 
-/// `binder-full`'s planner: the node cache, else the hwloc topology (loaded once).
-#[derive(Default)]
-pub(super) struct Full {
+/// `binder-full`'s planner: the parsed shape, the node cache, else the hwloc topology
+/// (loaded once).
+pub(super) struct Full<'a> {
+    shape: &'a Shape,
     topology: Option<Topology>,
 }
 
-impl Planner for Full {
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error> {
-        plain(job, &mut self.topology, err)
+impl<'a> Full<'a> {
+    pub(super) fn new(shape: &'a Shape) -> Full<'a> {
+        Full {
+            shape,
+            topology: None,
+        }
+    }
+}
+
+impl Planner for Full<'_> {
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
+        let pack = self.shape.options.pack.unwrap_or_default();
+        Ok((plain(job, self.shape, &mut self.topology, err)?, pack))
     }
 
     fn around(
@@ -66,8 +81,12 @@ impl Planner for Full {
         job: &Job<'_>,
         others: &[&LiveJob],
         err: &mut impl Write,
-    ) -> Result<Vec<TaskView>, Error> {
-        around(job, others, &mut self.topology, err)
+    ) -> Result<Planned, Error> {
+        let pack = self.shape.options.pack.unwrap_or_default();
+        Ok((
+            around(job, self.shape, others, &mut self.topology, err)?,
+            pack,
+        ))
     }
 
     /// `--verbose` and `membind` load a topology when planning did not.
@@ -78,9 +97,9 @@ impl Planner for Full {
         command: &[OsString],
         err: &mut impl Write,
     ) -> Result<TaskEnv, Error> {
-        let (config, identity, shape) = (job.config, job.identity, job.shape);
-        if (config.verbose || shape.membind_for(identity.rank)) && self.topology.is_none() {
-            self.topology = Some(load(job)?);
+        let (config, identity, shape) = (job.config, job.identity, self.shape);
+        if (config.verbose || view.membind) && self.topology.is_none() {
+            self.topology = Some(load(job, shape)?);
         }
         // hwloc's plugin blocklist, set in binder's environment when a topology was
         // loaded, is kept from the task.
@@ -89,18 +108,19 @@ impl Planner for Full {
         } else {
             Vec::new()
         };
-        let options = launch_options(config, shape, identity.rank, command, &scrub);
+        let options = launch_options(config, view, command, &scrub);
         let env = launch::prepare(view, self.topology.as_ref(), identity, &options, err)?;
         Ok((env, scrub))
     }
 }
 
-/// The `binder` front's planner: the node cache or nothing. Its caller never uses it
-/// with `--verbose` or `membind`, which need the topology.
+/// The `binder` front's planner: the node cache or nothing. `--verbose` and `membind`
+/// need the topology: its caller hands `--verbose` over, and it hands over a rank whose
+/// view says `membind`.
 pub(super) struct Warm;
 
 impl Planner for Warm {
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, Error> {
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
         let (config, identity) = (job.config, job.identity);
         node_cache(config, false, job.text, identity.size, err)
             .and_then(|pair| cache_lookup(&pair, err))
@@ -112,7 +132,7 @@ impl Planner for Warm {
         _: &Job<'_>,
         _: &[&LiveJob],
         _: &mut impl Write,
-    ) -> Result<Vec<TaskView>, Error> {
+    ) -> Result<Planned, Error> {
         Err(Error::HandOver)
     }
 
@@ -123,8 +143,11 @@ impl Planner for Warm {
         command: &[OsString],
         err: &mut impl Write,
     ) -> Result<TaskEnv, Error> {
+        if view.membind {
+            return Err(Error::HandOver);
+        }
         let (config, identity) = (job.config, job.identity);
-        let options = launch_options(config, job.shape, identity.rank, command, &[]);
+        let options = launch_options(config, view, command, &[]);
         Ok((
             launch::prepare_cached(view, identity, &options, err)?,
             Vec::new(),
@@ -155,7 +178,7 @@ fn attempt(
     planner: &mut impl Planner,
     err: &mut impl Write,
 ) -> Result<Error, Error> {
-    let (config, identity, shape) = (job.config, job.identity, job.shape);
+    let (config, identity) = (job.config, job.identity);
     let procs = RealOnce::new();
     let me = procs.me();
     let my_start = procs
@@ -209,7 +232,7 @@ fn attempt(
         None => {
             let (id, file) = fresh_name(ledger, &scan, &base, me);
             let others = ledger::held_by_others(&scan, Some(&file));
-            let tasks = if others.is_empty() {
+            let (tasks, pack) = if others.is_empty() {
                 planner.plain(job, err)?
             } else {
                 planner.around(job, &others, err)?
@@ -218,7 +241,7 @@ fn attempt(
                 format: ledger::FORMAT,
                 job: id.clone(),
                 key,
-                pack: shape.options.pack.unwrap_or_default(),
+                pack,
                 tasks,
                 members: Vec::new(),
             };
@@ -389,37 +412,32 @@ fn tidy(ledger: &Ledger, scan: &Scan, now: u64, hz: u64) {
 
 /// This host's topology, with hwloc's unused plugins blocked first (the CLI is
 /// single-threaded, so it may set that in its own environment).
-fn load(job: &Job<'_>) -> Result<Topology, Error> {
-    let io = job.shape.needs_io() || job.config.gpus_per_task.is_some();
+fn load(job: &Job<'_>, shape: &Shape) -> Result<Topology, Error> {
+    let io = shape.needs_io() || job.config.gpus_per_task.is_some();
     topology::block_unused_plugins(io);
-    crate::load_topology(job.shape, &Source::Host, job.config.gpus_per_task)
+    crate::load_topology(shape, &Source::Host, job.config.gpus_per_task)
 }
 
 /// The plan when no other job holds anything: from the node cache when it has it.
 fn plain(
     job: &Job<'_>,
+    shape: &Shape,
     topology: &mut Option<Topology>,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, Error> {
     let (config, identity) = (job.config, job.identity);
-    let membind = job.shape.membind_for(job.identity.rank);
+    let membind = shape.membind_for(job.identity.rank);
     let cache = node_cache(config, membind, job.text, identity.size, err);
-    if let Some(views) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
+    if let Some((views, _)) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
         return Ok(views);
     }
-    let t = load(job)?;
-    let plan = crate::plan(
-        job.shape,
-        job.origin,
-        &t,
-        identity.size,
-        config.gpus_per_task,
-    )?;
+    let t = load(job, shape)?;
+    let plan = crate::plan(shape, job.origin, &t, identity.size, config.gpus_per_task)?;
     let views: Vec<TaskView> = (0..plan.tasks.len())
-        .map(|r| TaskView::of(&plan, r))
+        .map(|r| TaskView::for_launch(&plan, shape, r))
         .collect();
     if let Some(pair) = &cache {
-        cache_store(pair, views.clone(), err);
+        cache_store(pair, views.clone(), shape, err);
     }
     *topology = Some(t);
     Ok(views)
@@ -429,12 +447,13 @@ fn plain(
 /// names the jobs in the way unless the shape shares.
 fn around(
     job: &Job<'_>,
+    shape: &Shape,
     others: &[&LiveJob],
     topology: &mut Option<Topology>,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, Error> {
-    let (config, identity, shape) = (job.config, job.identity, job.shape);
-    let t = load(job)?;
+    let (config, identity) = (job.config, job.identity);
+    let t = load(job, shape)?;
     let mut held: Vec<usize> = others
         .iter()
         .flat_map(|j| ledger::node::held_pus(&t, j))
@@ -478,7 +497,7 @@ fn around(
         }
     };
     let views = (0..plan.tasks.len())
-        .map(|r| TaskView::of(&plan, r))
+        .map(|r| TaskView::for_launch(&plan, shape, r))
         .collect();
     *topology = Some(t);
     Ok(views)
@@ -604,6 +623,8 @@ mod tests {
             binding: String::new(),
             ge_env: Vec::new(),
             apply: true,
+            openmp: false,
+            membind: false,
         };
         let write = |members: Vec<Member>| {
             let entry = Entry {

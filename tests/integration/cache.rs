@@ -45,7 +45,9 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                 let Ok(plan) = binder::plan(&shape, file, &topo, n, None) else {
                     continue;
                 };
-                let views: Vec<TaskView> = (0..n).map(|r| TaskView::of(&plan, r)).collect();
+                let views: Vec<TaskView> = (0..n)
+                    .map(|r| TaskView::for_launch(&plan, &shape, r))
+                    .collect();
                 let key = Key {
                     format: 1,
                     binder: "test".into(),
@@ -61,8 +63,13 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     local_size: n,
                     gpus_per_task: None,
                 };
-                cache.store(&key, views.clone()).unwrap();
-                assert_eq!(cache.lookup(&key).unwrap(), views, "{name} {file} n={n}");
+                let pack = shape.options.pack.unwrap_or_default();
+                cache.store(&key, views.clone(), pack).unwrap();
+                assert_eq!(
+                    cache.lookup(&key).unwrap(),
+                    (views, pack),
+                    "{name} {file} n={n}"
+                );
                 checked += 1;
             }
         }

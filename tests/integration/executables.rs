@@ -99,3 +99,48 @@ fn binder_without_binder_full_says_what_to_install() {
         "{err}"
     );
 }
+
+/// The warm path parses no shape: a rank's `openmp` reaches it in the cached view, and a
+/// rank with `membind: local` (which needs the topology) is handed over.
+#[test]
+fn rank_options_reach_the_warm_path_in_the_view() {
+    let dir = std::env::temp_dir().join(format!("binder-exe-opts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let openmp = dir.join("openmp.yaml");
+    std::fs::write(
+        &openmp,
+        "options:\n  openmp: true\nresources:\n  - type: core\n    count: all\n",
+    )
+    .unwrap();
+    let launch = |shape: &std::path::Path| {
+        let out = binder()
+            .arg(shape)
+            .args(["--", "sh", "-c", "env | grep ^OMP_ | sort"])
+            .env("BINDER_CACHE_DIR", dir.join("cache"))
+            .env("BINDER_LEDGER", "off")
+            .env("BINDER_CACHE_TRACE", "1")
+            .env_remove("OMP_PLACES")
+            .env_remove("OMP_PROC_BIND")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (cold, trace) = launch(&openmp);
+    assert!(trace.contains("hands the launch"), "{trace}");
+    let (warm, trace) = launch(&openmp);
+    assert!(!trace.contains("hands the launch"), "{trace}");
+    assert!(warm.contains("OMP_PLACES=") && warm.contains("OMP_PROC_BIND="), "{warm}");
+    assert_eq!(warm, cold);
+    let membind = root().join("shapes/hybrid-numa-openmp.yaml");
+    for _ in 0..2 {
+        let (env, trace) = launch(&membind);
+        assert!(trace.contains("hands the launch"), "{trace}");
+        assert!(env.contains("OMP_PLACES="), "{env}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

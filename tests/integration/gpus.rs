@@ -312,9 +312,10 @@ fn launch_child() {
         verbose: false,
         scrub: &[],
     };
+    let view = binder::launch::env::TaskView::for_launch(&plan, &shape, 1);
     let err = binder::launch::run(
         &topology,
-        &plan,
+        &view,
         &identity,
         &options,
         &mut std::io::stderr(),

@@ -130,6 +130,8 @@ fn view(cores: std::ops::RangeInclusive<usize>) -> TaskView {
         binding: String::new(),
         ge_env: Vec::new(),
         apply: true,
+        openmp: false,
+        membind: false,
     }
 }
 
