@@ -88,7 +88,9 @@ pub fn read_small(path: &str, max: usize) -> std::io::Result<String> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut buf = vec![0u8; 4096.min(max.max(1))];
+    // Half a page holds a stat line, a CPU list, a boot id and a status file (about
+    // 1.4 KiB) in one `read`; a larger file doubles the buffer.
+    let mut buf = vec![0u8; 2048.min(max.max(1))];
     let mut len = 0;
     let result = loop {
         if len == buf.len() {

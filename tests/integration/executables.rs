@@ -134,7 +134,10 @@ fn rank_options_reach_the_warm_path_in_the_view() {
     assert!(trace.contains("hands the launch"), "{trace}");
     let (warm, trace) = launch(&openmp);
     assert!(!trace.contains("hands the launch"), "{trace}");
-    assert!(warm.contains("OMP_PLACES=") && warm.contains("OMP_PROC_BIND="), "{warm}");
+    assert!(
+        warm.contains("OMP_PLACES=") && warm.contains("OMP_PROC_BIND="),
+        "{warm}"
+    );
     assert_eq!(warm, cold);
     let membind = root().join("shapes/hybrid-numa-openmp.yaml");
     for _ in 0..2 {
