@@ -450,8 +450,8 @@ fn build_identity() -> String {
     format!(
         "{} {} / {}",
         env!("CARGO_PKG_VERSION"),
-        stamp(&dir.join("binder")),
-        stamp(&dir.join("binder-full"))
+        stamp(&dir.join(crate::FRONT_EXE)),
+        stamp(&dir.join(crate::FULL_EXE))
     )
 }
 

@@ -36,6 +36,11 @@ pub mod topology;
 pub mod unit;
 
 pub use error::Error;
+
+/// The executable users type: a launch line's warm path, linked without libhwloc.
+pub const FRONT_EXE: &str = "binder";
+/// The executable `binder` hands everything else to, installed beside it.
+pub const FULL_EXE: &str = "binder-full";
 pub use run::{run, warm};
 
 use distribute::{Locality, Plan, Request};

@@ -20,10 +20,8 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 
+use binder::FULL_EXE as FULL;
 use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report, Error};
-
-/// The executable the warm path hands over to, in the same directory as this one.
-const FULL: &str = "binder-full";
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]

@@ -133,17 +133,30 @@ fn launch_options<'a>(
     }
 }
 
+/// Binds as this rank's cached view says and execs the command (the ledger off); returns
+/// only on failure.
+fn run_cached(
+    config: &Config,
+    views: &[launch::env::TaskView],
+    identity: &identity::Identity,
+    command: &[std::ffi::OsString],
+    err: &mut impl Write,
+) -> Error {
+    let view = &views[identity.rank];
+    let options = launch_options(config, view, command, &[]);
+    launch::run_cached(view, identity, &options, err).into()
+}
+
 /// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
 /// `--ge` alone), every request of the command line that changes the plan, and the site
 /// file's bytes. Unparsed, so that both executables compute it alike and the warm path
 /// parses no YAML; it names the same inputs the parsed shape is made of.
-fn job_text(config: &Config, shape: &str, env: &dyn identity::Env) -> Result<String, Error> {
-    let site = ge::reserve::site_text(&|k| env.var(k))?;
-    let site = site.as_ref().map_or("", |(_, text)| text.as_str());
-    Ok(format!(
+fn job_text(config: &Config, shape: &str, site: Option<&(String, String)>) -> String {
+    let site = site.map_or("", |(_, text)| text.as_str());
+    format!(
         "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#site:{site}",
         config.ge, config.reserve, config.pack, config.share
-    ))
+    )
 }
 
 /// The shape file's bytes and where they came from (`--ge` alone: no file).
@@ -154,12 +167,13 @@ fn shape_text(config: &Config) -> Result<(String, String), Error> {
     }
 }
 
-/// The shape, parsed, with the command line's and the site's requests applied.
+/// The shape, parsed, with the command line's and the site file's (from
+/// `ge::reserve::site_text`) requests applied.
 fn job_shape(
     config: &Config,
     origin: &str,
     text: &str,
-    env: &dyn identity::Env,
+    site: Option<&(String, String)>,
 ) -> Result<Shape, Error> {
     let mut shape = match &config.shape {
         Some(_) => Shape::from_yaml(text, origin)?,
@@ -175,8 +189,10 @@ fn job_shape(
         shape.options.ge = Some(request.clone());
     }
     // The site's reservation comes first; the shape's adds to it (SEMANTICS §12).
-    let site = ge::reserve::site(&|k| env.var(k))?;
-    shape.options.reserve.splice(0..0, site.iter().cloned());
+    if let Some((path, text)) = site {
+        let site = ge::reserve::parse_site(path, text)?;
+        shape.options.reserve.splice(0..0, site);
+    }
     shape.options.reserve.extend(config.reserve.iter().cloned());
     if config.pack.is_some() {
         shape.options.pack = config.pack;
@@ -206,8 +222,8 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
         Err(e) => return e.into(),
     };
     let (origin, text) = match shape_text(config).and_then(|(origin, shape)| {
-        let text = job_text(config, &shape, env)?;
-        Ok((origin, text))
+        let site = ge::reserve::site_text(&|k| env.var(k))?;
+        Ok((origin, job_text(config, &shape, site.as_ref())))
     }) {
         Ok(job) => job,
         // binder-full says what is wrong with the shape or the site file.
@@ -227,9 +243,7 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
             let cache = node_cache(config, false, &text, identity.size, err);
             match cache.and_then(|pair| cache_lookup(&pair, err)) {
                 Some((views, _)) if !views[identity.rank].membind => {
-                    let view = &views[identity.rank];
-                    let options = launch_options(config, view, command, &[]);
-                    launch::run_cached(view, &identity, &options, err).into()
+                    run_cached(config, &views, &identity, command, err)
                 }
                 _ => Error::HandOver,
             }
@@ -265,8 +279,9 @@ pub fn run(
     }
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
     let (origin, shape_bytes) = shape_text(config)?;
-    let shape = job_shape(config, &origin, &shape_bytes, env)?;
-    let text = job_text(config, &shape_bytes, env)?;
+    let site = ge::reserve::site_text(&|k| env.var(k))?;
+    let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
+    let text = job_text(config, &shape_bytes, site.as_ref());
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
         // that cannot be trusted is said (once per node: by local rank 0) and skipped.
@@ -309,9 +324,7 @@ pub fn run(
     };
     if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
         if let Some((views, _)) = cache_lookup(pair, err) {
-            let view = &views[identity.rank];
-            let options = launch_options(config, view, command, &[]);
-            return Err(launch::run_cached(view, &identity, &options, err).into());
+            return Err(run_cached(config, &views, &identity, command, err));
         }
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins

@@ -25,11 +25,16 @@ pub struct Site {
 /// nothing, an unreadable or invalid one is an error (a site that reserved cores must not
 /// silently lose them).
 pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError> {
-    let Some((path, text)) = site_text(env)? else {
-        return Ok(Vec::new());
-    };
-    let site: Site = yaml_serde::from_str(&text).map_err(|e| GeError::Reserve {
-        what: path.clone(),
+    match site_text(env)? {
+        Some((path, text)) => parse_site(&path, &text),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The reservations of a site file read by [`site_text`].
+pub fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
+    let site: Site = yaml_serde::from_str(text).map_err(|e| GeError::Reserve {
+        what: path.to_owned(),
         why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
     })?;
     Ok(site.reserve)
