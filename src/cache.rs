@@ -50,7 +50,7 @@ use crate::launch::env::TaskView;
 use crate::shape::Pack;
 
 /// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 
@@ -509,7 +509,12 @@ mod tests {
             unit: "core".into(),
             places: vec![cpus.clone()],
             cpus,
-            gpus: vec![(0, "nvidia".into(), 0)],
+            gpus: vec![crate::launch::env::GpuView {
+                number: 0,
+                busid: "0000:01:00.0".into(),
+                vendor: "nvidia".into(),
+                export: "0".into(),
+            }],
             nics: vec!["ib0".into()],
             binding: "unit core: core:0 cpus 0-1 mask 0x00000003".into(),
             ge_env: vec![("GCS_BINDING".into(), "0 1".into())],

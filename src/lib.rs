@@ -32,6 +32,7 @@ pub mod report;
 mod run;
 pub mod select;
 pub mod shape;
+pub mod text;
 pub mod topology;
 pub mod unit;
 

@@ -44,7 +44,26 @@ pub trait Procs {
     fn stat(&self, pid: u32) -> Option<Stat>;
     /// A process's status, `None` when it does not exist or cannot be read.
     fn status(&self, pid: u32) -> Option<Status>;
+    /// Every thread's affinity (`/proc/PID/task/*/status`, at most [`MAX_THREADS`]
+    /// threads), `None` when the process cannot be read. A task is held where *any* of
+    /// its threads may run, so the main thread's list alone is not enough.
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        self.status(pid).map(|s| vec![s.cpus])
+    }
+    /// Every live PID (`/proc`'s directory), `None` when unknown: one directory read
+    /// answers for thousands of names that a `/proc/PID/stat` each would cost.
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        None
+    }
+    /// The node's online CPUs (`/sys/devices/system/cpu/online`), `None` when unknown: a
+    /// thread that may run on all of them is bound by nobody.
+    fn online(&self) -> Option<Vec<usize>> {
+        None
+    }
 }
+
+/// The most threads of one process whose affinity is read (more are not looked at).
+pub const MAX_THREADS: usize = 4096;
 
 /// The real `/proc`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,6 +87,40 @@ impl Procs for Real {
 
     fn status(&self, pid: u32) -> Option<Status> {
         parse_status(&read(&format!("/proc/{pid}/status"))?)
+    }
+
+    fn online(&self) -> Option<Vec<usize>> {
+        read("/sys/devices/system/cpu/online").and_then(|t| parse_list(t.trim()))
+    }
+
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        let dir = std::fs::read_dir("/proc").ok()?;
+        Some(
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect(),
+        )
+    }
+
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let mut out = Vec::new();
+        for entry in dir.take(MAX_THREADS).flatten() {
+            let tid = entry.file_name();
+            let Some(tid) = tid
+                .to_str()
+                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            // A thread that ended meanwhile is simply not there any more.
+            if let Some(status) =
+                read(&format!("/proc/{pid}/task/{tid}/status")).and_then(|t| parse_status(&t))
+            {
+                out.push(status.cpus);
+            }
+        }
+        (!out.is_empty()).then_some(out)
     }
 }
 
@@ -164,6 +217,18 @@ impl Procs for RealOnce {
     fn status(&self, pid: u32) -> Option<Status> {
         Real.status(pid)
     }
+
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        Real.threads(pid)
+    }
+
+    fn online(&self) -> Option<Vec<usize>> {
+        Real.online()
+    }
+
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        Real.pids()
+    }
 }
 
 /// Parses a stat line. `comm` sits in parentheses and may itself hold `)` and spaces, so
@@ -207,26 +272,47 @@ pub const MAX_CPU: usize = 1 << 20;
 /// Parses a kernel CPU list (`0-3,8,10-11`) into ascending numbers; `None` when malformed
 /// or naming a CPU above [`MAX_CPU`]. An empty string is the empty list.
 pub fn parse_list(text: &str) -> Option<Vec<usize>> {
+    parse_list_max(text, MAX_CPU + 1)
+}
+
+/// [`parse_list`] of at most `max` numbers before deduplication (`None` past that), for
+/// lists another user wrote: `0-1048576` repeated would otherwise expand to billions.
+pub fn parse_list_max(text: &str, max: usize) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     if text.is_empty() {
         return Some(out);
     }
-    for part in text.split(',') {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
+    // One pass over the bytes (lists from other users' files may be long).
+    let mut sorted = true;
+    for part in text.as_bytes().split(|&b| b == b',') {
+        let (a, b) = match part.iter().position(|&b| b == b'-') {
+            Some(dash) => (number(&part[..dash])?, number(&part[dash + 1..])?),
             None => {
-                let a = part.parse::<usize>().ok()?;
+                let a = number(part)?;
                 (a, a)
             }
         };
-        if a > b || b > MAX_CPU {
+        if a > b || b > MAX_CPU || out.len() + (b - a) >= max {
             return None;
         }
+        sorted &= out.last().is_none_or(|&last| last < a);
         out.extend(a..=b);
     }
-    out.sort_unstable();
-    out.dedup();
+    if !sorted {
+        out.sort_unstable();
+        out.dedup();
+    }
     Some(out)
+}
+
+/// A decimal number of at most 7 digits (CPU numbers stop at [`MAX_CPU`]).
+fn number(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() || digits.len() > 7 {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then(|| n * 10 + usize::from(d - b'0'))
+    })
 }
 
 #[cfg(test)]
@@ -272,6 +358,9 @@ mod tests {
         assert_eq!(parse_list("3-1"), None);
         assert_eq!(parse_list("0-99999999999"), None);
         assert_eq!(parse_list("a"), None);
+        assert_eq!(parse_list_max("0-3,8", 5), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_list_max("0-3,8", 4), None);
+        assert_eq!(parse_list_max(&"0-1048576,".repeat(1000), 65_536), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::topology::{self, Source};
 use crate::{cache, ge, identity, launch, ledger, report};
 use crate::{fill_ge_topology, load_topology, plan};
 
+mod around;
 mod shared;
 
 /// What a launch plans, for the ledger's path. The parsed shape is the planner's
@@ -21,21 +22,23 @@ struct Job<'a> {
     /// The shape's bytes and every request that changes the plan (the cache key's text).
     text: &'a str,
     identity: &'a identity::Identity,
+    /// The GPUs the job's allocation grants (SEMANTICS §9).
+    gpus: crate::gpu::Grant,
 }
 
 /// `binder node`: this host's topology and the ledger, verified.
 fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
-    let topology = topology::load(&Source::Host, false)?;
+    // I/O discovery names each job's GPUs by binder's number.
+    let topology = topology::load(&Source::Host, true)?;
+    let procs = crate::procfs::Real;
     let (dir, scan) = match ledger::Ledger::open(&|k| env.var(k)) {
         Ok(l) => {
-            let _guard = l.lock(false)?;
-            let scan = ledger::verify(
-                l.read_all(),
-                &crate::procfs::Real,
-                ledger::now_ticks(),
-                ledger::clock_hz(),
-            );
-            (l.dir().display().to_string(), scan)
+            let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
+            let own = l.list_own(&procs);
+            let mut scan = ledger::Scan::default();
+            l.scan_own(&own, None, &procs, now, hz, &mut scan);
+            l.scan_others(&procs, &mut scan);
+            (l.root().display().to_string(), scan)
         }
         Err(why) => (format!("not used ({why})"), ledger::Scan::default()),
     };
@@ -130,6 +133,7 @@ fn launch_options<'a>(
         report: config.report,
         verbose: config.verbose,
         scrub,
+        started_on: None,
     }
 }
 
@@ -151,10 +155,16 @@ fn run_cached(
 /// `--ge` alone), every request of the command line that changes the plan, and the site
 /// file's bytes. Unparsed, so that both executables compute it alike and the warm path
 /// parses no YAML; it names the same inputs the parsed shape is made of.
-fn job_text(config: &Config, shape: &str, site: Option<&(String, String)>) -> String {
+fn job_text(
+    config: &Config,
+    shape: &str,
+    site: Option<&(String, String)>,
+    env: &dyn identity::Env,
+) -> String {
     let site = site.map_or("", |(_, text)| text.as_str());
+    let gpus = crate::gpu::Grant::env_text(&|k| env.var(k));
     format!(
-        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#site:{site}",
+        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#gpus-env:{gpus}\n#site:{site}",
         config.ge, config.reserve, config.pack, config.share
     )
 }
@@ -223,7 +233,7 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
     };
     let (origin, text) = match shape_text(config).and_then(|(origin, shape)| {
         let site = ge::reserve::site_text(&|k| env.var(k))?;
-        Ok((origin, job_text(config, &shape, site.as_ref())))
+        Ok((origin, job_text(config, &shape, site.as_ref(), env)))
     }) {
         Ok(job) => job,
         // binder-full says what is wrong with the shape or the site file.
@@ -236,8 +246,13 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
                 origin: &origin,
                 text: &text,
                 identity: &identity,
+                gpus: crate::gpu::Grant::from_env(&|k| env.var(k)),
             };
-            shared::launch(&ledger, &job, env, command, &mut shared::Warm, err)
+            match shared::launch(&ledger, &job, env, command, &mut shared::Warm, err) {
+                shared::Stopped::Error(e) => e,
+                // binder-full says why, or refuses under BINDER_LEDGER=require.
+                shared::Stopped::Uncoordinated(_) => Error::HandOver,
+            }
         }
         Err(why) if why.starts_with("BINDER_LEDGER=") => {
             let cache = node_cache(config, false, &text, identity.size, err);
@@ -281,36 +296,42 @@ pub fn run(
     let (origin, shape_bytes) = shape_text(config)?;
     let site = ge::reserve::site_text(&|k| env.var(k))?;
     let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
-    let text = job_text(config, &shape_bytes, site.as_ref());
+    let text = job_text(config, &shape_bytes, site.as_ref(), env);
+    let grant = crate::gpu::Grant::from_env(&|k| env.var(k));
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
-        // that cannot be trusted is said (once per node: by local rank 0) and skipped.
-        match ledger::Ledger::open(&|k| env.var(k)) {
+        // that cannot coordinate runs bound all the same, said once per node (by local
+        // rank 0), unless BINDER_LEDGER=require (SEMANTICS §13.1 item 3).
+        let why = match ledger::Ledger::open(&|k| env.var(k)) {
             Ok(ledger) => {
                 let job = Job {
                     config,
                     origin: &origin,
                     text: &text,
                     identity: &identity,
+                    gpus: grant.clone(),
                 };
                 let mut planner = shared::Full::new(&shape);
-                return Err(shared::launch(
-                    &ledger,
-                    &job,
-                    env,
-                    command,
-                    &mut planner,
-                    err,
-                ));
-            }
-            Err(why) if why.starts_with("BINDER_LEDGER=") => {}
-            Err(why) => {
-                if identity.rank == 0 {
-                    report::emit(
-                        err,
-                        &format!("warning: node ledger not used, so other jobs on this node may get the same cpus: {why}"),
-                    );
+                match shared::launch(&ledger, &job, env, command, &mut planner, err) {
+                    shared::Stopped::Error(e) => return Err(e),
+                    shared::Stopped::Uncoordinated(why) => Some(why),
                 }
+            }
+            Err(why) if why.starts_with("BINDER_LEDGER=") => None,
+            Err(why) => Some(why),
+        };
+        if let Some(why) = why {
+            if env
+                .var("BINDER_LEDGER")
+                .is_some_and(|v| v.trim() == "require")
+            {
+                return Err(ledger::LedgerError::Required(why).into());
+            }
+            if identity.rank == 0 {
+                report::emit(
+                    err,
+                    &format!("warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}", crate::text::printable(&why, 200)),
+                );
             }
         }
     }
@@ -334,7 +355,9 @@ pub fn run(
     } else {
         Vec::new()
     };
-    let topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
+    topology.set_gpu_grant(grant);
     if config.action == Action::Explain {
         let header = format!("binder explain {origin} on {}", config.source);
         return crate::explain::explain(

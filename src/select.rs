@@ -316,7 +316,7 @@ impl Candidate<'_, '_> {
     fn label(&self) -> String {
         match self {
             Candidate::Cpu(obj, _) => object_label(obj),
-            Candidate::Gpu(gpu) => format!("gpu:{}", gpu.index),
+            Candidate::Gpu(gpu) => format!("gpu:{}", gpu.number),
             Candidate::Nic(nic) => format!("nic:{}", nic.index),
         }
     }

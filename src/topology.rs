@@ -52,6 +52,8 @@ pub struct Topology {
     io: bool,
     /// The parsed string, for a [`Source::GeString`] (its lowercase threads are taken).
     ge: Option<crate::ge::Tree>,
+    /// The GPUs the job may have (its allocation, less other jobs' GPUs).
+    grant: crate::gpu::Grant,
 }
 
 /// Why a topology could not be loaded.
@@ -189,6 +191,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         source: source.clone(),
         io,
         ge,
+        grant: crate::gpu::Grant::default(),
     })
 }
 
@@ -266,7 +269,19 @@ impl Topology {
             source: self.source.clone(),
             io: self.io,
             ge: self.ge.clone(),
+            grant: self.grant.clone(),
         })
+    }
+
+    /// The GPUs a plan on this topology may give out ([`crate::gpu::discover`]).
+    pub fn gpu_grant(&self) -> &crate::gpu::Grant {
+        &self.grant
+    }
+
+    /// Restricts the GPUs a plan may give out to `grant` (SEMANTICS §9: the job's
+    /// allocation, less what other jobs hold).
+    pub fn set_gpu_grant(&mut self, grant: crate::gpu::Grant) {
+        self.grant = grant;
     }
 
     /// The hwloc topology itself.

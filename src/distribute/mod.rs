@@ -693,7 +693,7 @@ fn local_cpus(gpus: &[Gpu], mine: &[usize]) -> (Option<CpuSet>, String) {
     let mut names = Vec::new();
     for &g in mine {
         set |= &gpus[g].locality;
-        names.push(format!("gpu:{} ({})", g, gpus[g].attached_to));
+        names.push(format!("gpu:{} ({})", gpus[g].number, gpus[g].attached_to));
     }
     (Some(set), format!(" near {}", names.join(", ")))
 }
@@ -706,7 +706,7 @@ fn remote_cpus(
     origin: &str,
 ) -> Result<(Option<CpuSet>, String), DistributeError> {
     let (near, _) = local_cpus(gpus, mine);
-    let first = mine.first().copied().unwrap_or(0);
+    let first = mine.first().map_or(0, |&g| gpus[g].number);
     match devices::remote_numa(topology, &near.unwrap_or_default()) {
         Some(numa) => Ok((
             numa.cpuset().map(|s| s.clone_target()),

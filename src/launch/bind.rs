@@ -62,9 +62,23 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
             reason: std::io::Error::last_os_error().to_string(),
         });
     }
-    // Read back into a buffer large enough for any kernel's mask.
-    let mut got = vec![0u64; words.max(128)];
-    // SAFETY: as above, for writing at most `got.len() * 8` bytes.
+    let read = current_raw();
+    if read != cpus {
+        return Err(LaunchError::NotApplied {
+            want: cpu_list(cpus),
+            got: cpu_list(&read),
+        });
+    }
+    Ok(())
+}
+
+/// This thread's affinity as the kernel has it (`sched_getaffinity`), OS numbers
+/// ascending: the node ledger restores it when a launch hands over after binding.
+pub fn current_raw() -> Vec<usize> {
+    // Large enough for any kernel's mask (65,536 CPUs).
+    let mut got = vec![0u64; 1024];
+    // SAFETY: the pointer and length describe `got`, which outlives the call; the kernel
+    // writes at most `got.len() * 8` bytes.
     let n = unsafe { libc::sched_getaffinity(0, got.len() * 8, got.as_mut_ptr().cast()) };
     let mut read = Vec::new();
     if n == 0 {
@@ -76,13 +90,7 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
             }
         }
     }
-    if read != cpus {
-        return Err(LaunchError::NotApplied {
-            want: cpu_list(cpus),
-            got: cpu_list(&read),
-        });
-    }
-    Ok(())
+    read
 }
 
 /// Binds this process's memory to the NUMA nodes of `cpus` (strict `MPOL_BIND`, as

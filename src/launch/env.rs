@@ -31,8 +31,8 @@ pub struct TaskView {
     pub cpus: Vec<usize>,
     /// One OpenMP place per unit: the unit's PUs.
     pub places: Vec<Vec<usize>>,
-    /// Its GPUs: binder's number, vendor (`nvidia`, `amd`, `intel`), the vendor's number.
-    pub gpus: Vec<(usize, String, usize)>,
+    /// Its GPUs.
+    pub gpus: Vec<GpuView>,
     /// Its nearest NICs' names.
     pub nics: Vec<String>,
     /// The `--report` text after `[launcher] `.
@@ -58,6 +58,19 @@ fn yes() -> bool {
     true
 }
 
+/// One GPU of a task, as launching it and recording it in the ledger need it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GpuView {
+    /// binder's number (`gpu:N`, PCI order among the node's GPUs).
+    pub number: usize,
+    /// PCI bus id: how the ledger names it, whatever a runtime's numbering.
+    pub busid: String,
+    /// `nvidia`, `amd` or `intel`.
+    pub vendor: String,
+    /// How its runtime's variable lists it (SEMANTICS §9).
+    pub export: String,
+}
+
 impl TaskView {
     /// The view of local rank `rank` of `plan`, made from `shape`, with the rank's launch
     /// options.
@@ -81,7 +94,12 @@ impl TaskView {
                 .iter()
                 .map(|&g| {
                     let gpu = &plan.gpus[g];
-                    (g, gpu.vendor.to_string(), gpu.vendor_index)
+                    GpuView {
+                        number: gpu.number,
+                        busid: gpu.busid.clone(),
+                        vendor: gpu.vendor.to_string(),
+                        export: gpu.export.clone(),
+                    }
                 })
                 .collect(),
             nics: task
@@ -228,20 +246,14 @@ pub fn task_env(
         }
     }
     if !task.gpus.is_empty() {
-        let list = |indices: &[usize]| {
-            indices
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let all: Vec<usize> = task.gpus.iter().map(|(g, _, _)| *g).collect();
+        let list = |names: &[String]| names.join(",");
+        let all: Vec<String> = task.gpus.iter().map(|g| g.number.to_string()).collect();
         env.push(("BINDER_GPUS".into(), list(&all)));
-        let of = |vendor: Vendor| -> Vec<usize> {
+        let of = |vendor: Vendor| -> Vec<String> {
             task.gpus
                 .iter()
-                .filter(|(_, v, _)| *v == vendor.to_string())
-                .map(|(_, _, i)| *i)
+                .filter(|g| g.vendor == vendor.to_string())
+                .map(|g| g.export.clone())
                 .collect()
         };
         let nvidia = of(Vendor::Nvidia);

@@ -84,6 +84,9 @@ pub struct Options<'a> {
     pub scrub: &'a [&'static str],
     /// Explain identity and inherited bindings on stderr.
     pub verbose: bool,
+    /// The affinity binder started with, when the node ledger bound the process before
+    /// (OS numbers); `None`: read it now.
+    pub started_on: Option<&'a [usize]>,
 }
 
 /// Binds this process as `view` (this rank's of a plan made on `topology`) says and execs
@@ -120,7 +123,16 @@ pub fn prepare(
     let unbound = !view.is_bound();
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
     let inherited = (options.verbose || (options.membind && unbound))
-        .then(|| bind::current(topology))
+        .then(|| match options.started_on {
+            Some(cpus) => {
+                let mut set = CpuSet::new();
+                for &c in cpus {
+                    set.set(c);
+                }
+                Some(set)
+            }
+            None => bind::current(topology),
+        })
         .flatten();
     if options.verbose {
         report::emit(stderr, &identity.describe());

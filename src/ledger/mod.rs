@@ -1,279 +1,392 @@
-//! The node ledger (SEMANTICS §13): which jobs hold which CPUs of this node, so that two
-//! jobs that share a node never bind to the same units, with no daemon.
+//! The node ledger (SEMANTICS §13, §13.1): which jobs hold which CPUs and GPUs of this
+//! node, so that jobs sharing a node never bind to the same units, with no daemon and no
+//! file that one user could use against another.
 //!
-//! One JSON file per job per node in a sticky, world-writable directory ([`store`]): the
-//! job's plan (every local rank's [`TaskView`]), its packing policy, and the tasks that
-//! have started (rank, PID, process start time). The first task of a job computes the
-//! plan under the ledger's lock and writes the file; every other task of the job reads the
-//! plan from it and adds itself. A user can only write their own files (the kernel's
-//! sticky-bit rule), and nothing in a file is believed until [`verify`] has checked it
-//! against `/proc`:
+//! **Where.** Each user writes only in a directory of their own, `binder-ledger.<uid>`
+//! (or `binder-ledger.<uid>.<random>` when another user took that name first) inside
+//! the ledger root (`$BINDER_LEDGER_DIR`, else `/dev/shm`); see [`store`]. Nobody else
+//! can create, replace, fill or lock anything in it, so nothing another user does can
+//! touch a user's own files. There is no shared lock and no shared directory.
 //!
-//! - a task counts while its PID is alive with the recorded start time, belongs to the
-//!   file's owner, and its real affinity is a non-empty subset of its rank's CPUs (a task
-//!   may narrow its own affinity, as OpenMP runtimes do, never widen it);
-//! - a job counts while at least one of its tasks does; it holds the CPUs of its counted
-//!   tasks, and of ranks not started yet for [`GRACE_SECS`] after its first task started;
-//!   an `exclusive` job holds the whole containers those CPUs touch;
-//! - everything else is ignored (and said so by `binder node`), so a forged or stale file
-//!   can keep nobody from anything beyond what its owner's live, really bound processes
-//!   use.
+//! **What.** Per job, a plan file (`job.<job>`: every local rank's [`TaskView`]), read
+//! only by the same user's later ranks; per started task, a *claim*
+//! (`c.<pid>.<start>.<rank>.<job>`: the task's CPUs and GPUs) that every user reads, and
+//! once the task has checked it collides with nobody, a marker `ok.<pid>.<start>`.
+//!
+//! **Trust.** A claim counts only as far as `/proc` confirms it ([`verify`]): its PID is
+//! alive with the start time its name records, runs as the directory's owner, and every
+//! thread's affinity lies inside the claim's CPUs; it then holds exactly the CPUs those
+//! threads may run on, and its GPUs while it lives. Anything else (junk, forged, dead,
+//! oversized, unreadable) counts for nothing and is skipped. The not-yet-started ranks of
+//! a starting job hold their units only against the same user's jobs.
+//!
+//! **Concurrent starts.** One user's launches take turns on a lock file in that user's
+//! own directory (mode 0600: no one else can open it). Different users never wait on
+//! each other: a task writes its claim, reads the others' again, and when a claim of
+//! another job overlaps its own, one of the two moves ([`Verdict`]): the one whose
+//! rival already confirmed, or whose rival started earlier (start time, then PID).
+//! Because every task writes before it re-reads, of two overlapping tasks at least one
+//! sees the other, and the markers tell it whether the other has seen it.
 
 pub mod node;
 pub mod store;
+pub mod verify;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::identity::job::JobId;
 use crate::launch::env::TaskView;
-use crate::procfs::Procs;
 use crate::shape::Pack;
 
 pub use store::Ledger;
+pub use verify::verify_claim;
 
-/// Format of the job files; a file of another format is ignored (and replaced by its owner).
-pub const FORMAT: u32 = 1;
+/// Format of plan and claim files; a file of another format counts for nothing.
+pub const FORMAT: u32 = 2;
 
-/// How long after a job's first task started its other ranks hold their CPUs before they
-/// have started themselves (launchers start a node's tasks within seconds).
+/// How long after a job's plan was made its not-yet-started ranks keep their units from
+/// the same user's other jobs, and may still join it (launchers start a node's tasks
+/// within seconds).
 pub const GRACE_SECS: u64 = 60;
 
-/// One started task of a job.
+/// A job's plan, in its owner's directory: what the job's later ranks bind to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Member {
-    /// Local rank.
-    pub rank: usize,
-    /// PID (binder's, then the task's: binder execs in place).
-    pub pid: u32,
-    /// Start time in clock ticks since boot (`/proc/PID/stat`), so a reused PID is not it.
-    pub start: u64,
-}
-
-/// One job's file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct JobPlan {
     /// [`FORMAT`].
     pub format: u32,
     /// The job.
     pub job: JobId,
-    /// What the plan depends on (shape bytes, requests, size): a task whose key differs is
-    /// not of this job.
+    /// What the plan depends on (shape bytes, requests, size): a task whose key differs
+    /// is not of this job.
     pub key: String,
     /// Packing policy the job was planned with.
     pub pack: Pack,
-    /// The plan: one view per local rank.
+    /// Whether the job shares units with other jobs (`--share`).
+    #[serde(default)]
+    pub share: bool,
+    /// Clock ticks since boot when it was planned.
+    pub made: u64,
+    /// One view per local rank.
     pub tasks: Vec<TaskView>,
-    /// Tasks started so far.
-    pub members: Vec<Member>,
 }
 
-/// An [`Entry`] with its plan left as JSON text, for a task joining its job: it parses
-/// only its own rank's view (a 1,001-rank job's file is 150 KB; 256 tasks starting at
-/// once each join it), and records itself by appending a line ([`Ledger::append`]).
+/// A [`JobPlan`] with its views left as JSON text: a joining task parses only its own
+/// rank's (a 1,001-rank job's plan is 150 KB, and 256 tasks may join at once).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct RawEntry {
+pub struct RawJobPlan {
     /// [`FORMAT`].
     pub format: u32,
-    /// The job.
+    /// As [`JobPlan::job`].
     pub job: JobId,
-    /// As [`Entry::key`].
+    /// As [`JobPlan::key`].
     pub key: String,
-    /// As [`Entry::pack`].
+    /// As [`JobPlan::pack`].
     pub pack: Pack,
-    /// The plan: one view per local rank, unparsed.
+    /// As [`JobPlan::share`].
+    #[serde(default)]
+    pub share: bool,
+    /// As [`JobPlan::made`].
+    pub made: u64,
+    /// The views, unparsed.
     pub tasks: Vec<Box<serde_json::value::RawValue>>,
-    /// Tasks started so far.
-    pub members: Vec<Member>,
 }
 
-impl RawEntry {
+impl RawJobPlan {
     /// Local rank `rank`'s view, parsed.
     pub fn view(&self, rank: usize) -> Option<TaskView> {
         serde_json::from_str(self.tasks.get(rank)?.get()).ok()
     }
+
+    /// Every view, parsed (`None` when one does not parse).
+    pub fn views(&self) -> Option<Vec<TaskView>> {
+        self.tasks
+            .iter()
+            .map(|t| serde_json::from_str(t.get()).ok())
+            .collect()
+    }
 }
 
-/// A job the ledger believes.
-#[derive(Debug, Clone)]
-pub struct LiveJob {
-    /// Its file.
-    pub file: PathBuf,
-    /// The file's owner.
-    pub owner: u32,
-    /// The file.
-    pub entry: Entry,
-    /// Its tasks that count (alive, bound as recorded).
-    pub live: Vec<Member>,
-    /// The CPUs of its counted tasks and of ranks still in their grace period (OS numbers,
-    /// ascending); [`node`] widens an exclusive job's to whole containers.
+/// One started task's claim: what it holds while it lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// Its job.
+    pub job: JobId,
+    /// Its local rank.
+    pub rank: usize,
+    /// Its job's local size.
+    pub size: usize,
+    /// PID (binder's, then the task's: binder execs in place).
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/PID/stat`), so a reused PID is not it.
+    pub start: u64,
+    /// Its CPUs (OS numbers, ascending); empty for a task binder does not bind. Written
+    /// as a kernel CPU list (`0-3,8`): short, and quick to read back.
+    #[serde(with = "cpu_list_text")]
     pub cpus: Vec<usize>,
+    /// Its GPUs, by PCI bus id (stable whatever numbering a runtime uses).
+    pub gpus: Vec<String>,
+    /// Its job's packing policy (an exclusive job holds whole containers).
+    pub pack: Pack,
+    /// Its binding unit (`core`, `pu`, `none`).
+    pub unit: String,
+    /// How many units it has.
+    pub places: usize,
 }
 
-/// A file the ledger does not believe, and why.
+impl Claim {
+    /// This task's claim of `view`.
+    pub fn of(job: &JobId, rank: usize, size: usize, pack: Pack, view: &TaskView) -> Claim {
+        Claim {
+            format: FORMAT,
+            job: job.clone(),
+            rank,
+            size,
+            pid: 0,
+            start: 0,
+            cpus: if view.is_bound() && view.apply {
+                view.cpus.clone()
+            } else {
+                Vec::new()
+            },
+            gpus: view.gpus.iter().map(|g| g.busid.clone()).collect(),
+            pack,
+            unit: view.unit.clone(),
+            places: view.places.len(),
+        }
+    }
+}
+
+/// The most CPUs a claim may name (more than any node binder plans on).
+pub const MAX_CLAIM_CPUS: usize = 65_536;
+
+/// A claim's CPUs as a kernel CPU list string.
+mod cpu_list_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(cpus: &[usize], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::report::cpu_list(cpus))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        crate::procfs::parse_list_max(&text, super::MAX_CLAIM_CPUS).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "not a list of at most {} cpus",
+                super::MAX_CLAIM_CPUS
+            ))
+        })
+    }
+}
+
+/// A claim `/proc` confirms: a live task of another job and what it really holds.
 #[derive(Debug, Clone)]
+pub struct Holder {
+    /// The uid that owns the claim and runs the task.
+    pub owner: u32,
+    /// The claim.
+    pub claim: Claim,
+    /// The CPUs its threads may run on (within the claim's CPUs); empty when unbound.
+    pub cpus: Vec<usize>,
+    /// Whether the task has confirmed its claim (read the others after writing it).
+    pub confirmed: bool,
+}
+
+impl Holder {
+    /// Who goes first when two tasks claim one unit: the earlier start, then the lower
+    /// PID. Both come from `/proc`, so nobody can forge an earlier one.
+    pub fn priority(&self) -> (u64, u32) {
+        (self.claim.start, self.claim.pid)
+    }
+}
+
+/// Units the same user's starting job keeps for ranks that have not started yet.
+#[derive(Debug, Clone)]
+pub struct Reserved {
+    /// The job.
+    pub job: JobId,
+    /// Its packing policy.
+    pub pack: Pack,
+    /// The CPUs of its unstarted bound ranks.
+    pub cpus: Vec<usize>,
+    /// Their GPUs (bus ids).
+    pub gpus: Vec<String>,
+}
+
+/// A file the ledger does not believe, and why (names and reasons are printable).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ignored {
-    /// The file.
-    pub file: PathBuf,
-    /// Its owner, when it could be read.
+    /// The file's name, escaped and clipped.
+    pub file: String,
+    /// Its owner, when known.
     pub owner: Option<u32>,
-    /// Its entry, when it parsed.
-    pub entry: Option<Entry>,
     /// Why it counts for nothing.
     pub why: String,
 }
 
-/// What the ledger holds now.
+/// What the ledger holds now, apart from the launching job itself.
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
-    /// Jobs that count.
-    pub live: Vec<LiveJob>,
-    /// Files that do not.
+    /// Live tasks of other jobs.
+    pub holders: Vec<Holder>,
+    /// The same user's starting jobs' unstarted ranks.
+    pub reserved: Vec<Reserved>,
+    /// Files that count for nothing (kept for `binder node`, at most [`MAX_IGNORED`]).
     pub ignored: Vec<Ignored>,
+    /// Why the scan may have missed something (a time or size limit was reached).
+    pub incomplete: Option<String>,
 }
 
-/// Whether a job is still starting: its first recorded task started less than
-/// [`GRACE_SECS`] ago (`now` in clock ticks since boot, `hz` ticks per second).
-pub fn starting(members: &[Member], now: u64, hz: u64) -> bool {
-    members
-        .iter()
-        .map(|m| m.start)
-        .min()
-        .is_some_and(|s| now.saturating_sub(s) < GRACE_SECS * hz.max(1))
-}
+/// The most ignored files a scan keeps to report.
+pub const MAX_IGNORED: usize = 64;
 
-/// A file as read: its path, owner, and its entry or why it could not be read.
-pub type Raw = (PathBuf, Option<u32>, Result<Entry, String>);
-
-/// Checks every file against the processes (see the module text). `now` is the clock
-/// ticks since boot and `hz` ticks per second.
-pub fn verify(files: Vec<Raw>, procs: &dyn Procs, now: u64, hz: u64) -> Scan {
-    let mut scan = Scan::default();
-    for (file, owner, entry) in files {
-        let (owner, entry) = match (owner, entry) {
-            (Some(o), Ok(e)) => (o, e),
-            (owner, Err(why)) => {
-                scan.ignored.push(Ignored {
-                    file,
-                    owner,
-                    entry: None,
-                    why,
-                });
-                continue;
-            }
-            (None, Ok(e)) => {
-                scan.ignored.push(Ignored {
-                    file,
-                    owner: None,
-                    entry: Some(e),
-                    why: "its owner cannot be read".into(),
-                });
-                continue;
-            }
-        };
-        match check(&entry, owner, procs, now, hz) {
-            Ok((live, cpus)) => scan.live.push(LiveJob {
-                file,
+impl Scan {
+    /// Records an ignored file (only the first [`MAX_IGNORED`]).
+    pub fn ignore(&mut self, file: &str, owner: Option<u32>, why: String) {
+        if self.ignored.len() < MAX_IGNORED {
+            self.ignored.push(Ignored {
+                file: crate::text::printable(file, 80),
                 owner,
-                entry,
-                live,
-                cpus,
-            }),
-            Err(why) => scan.ignored.push(Ignored {
-                file,
-                owner: Some(owner),
-                entry: Some(entry),
-                why,
-            }),
+                why: crate::text::printable(&why, 160),
+            });
         }
     }
-    scan
+
+    /// Whether nothing is held by anyone (a live task that holds no CPU and no GPU, an
+    /// unbound one, keeps nothing from a plan).
+    pub fn is_empty(&self) -> bool {
+        self.holders
+            .iter()
+            .all(|h| h.cpus.is_empty() && h.claim.gpus.is_empty())
+            && self.reserved.is_empty()
+    }
+
+    /// The CPUs held (OS numbers, ascending, deduplicated), before an exclusive job's
+    /// widening to whole containers (which needs the topology: [`node::held_pus`]).
+    pub fn cpus(&self) -> Vec<usize> {
+        let set: BTreeSet<usize> = self
+            .holders
+            .iter()
+            .flat_map(|h| h.cpus.iter().copied())
+            .chain(self.reserved.iter().flat_map(|r| r.cpus.iter().copied()))
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// The GPUs held (bus ids, sorted, deduplicated).
+    pub fn gpus(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self
+            .holders
+            .iter()
+            .flat_map(|h| h.claim.gpus.iter())
+            .chain(self.reserved.iter().flat_map(|r| r.gpus.iter()))
+            .collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// The live jobs, grouped from their tasks (owner, job), in first-seen order.
+    pub fn jobs(&self) -> Vec<LiveJob<'_>> {
+        let mut jobs: Vec<LiveJob<'_>> = Vec::new();
+        for h in &self.holders {
+            match jobs
+                .iter_mut()
+                .find(|j| j.owner == h.owner && j.job == h.claim.job)
+            {
+                Some(j) => j.tasks.push(h),
+                None => jobs.push(LiveJob {
+                    owner: h.owner,
+                    job: h.claim.job.clone(),
+                    pack: h.claim.pack,
+                    tasks: vec![h],
+                }),
+            }
+        }
+        jobs
+    }
 }
 
-/// The counted tasks and held CPUs of one entry, or why it counts for nothing.
-fn check(
-    entry: &Entry,
-    owner: u32,
-    procs: &dyn Procs,
-    now: u64,
-    hz: u64,
-) -> Result<(Vec<Member>, Vec<usize>), String> {
-    if entry.format != FORMAT {
-        return Err(format!("format {} (binder writes {FORMAT})", entry.format));
-    }
-    let mut live = Vec::new();
-    let mut first_why = None;
-    for m in &entry.members {
-        let Some(task) = entry.tasks.get(m.rank) else {
-            first_why.get_or_insert_with(|| format!("rank {} is not in its plan", m.rank));
-            continue;
-        };
-        match member_counts(m, task, owner, procs) {
-            Ok(()) => {
-                live.push(m.clone());
-            }
-            Err(why) => {
-                first_why.get_or_insert(why);
-            }
-        }
-    }
-    if live.is_empty() {
-        return Err(first_why.unwrap_or_else(|| "no task recorded".into()));
-    }
-    let in_grace = starting(&live, now, hz);
-    let mut cpus = BTreeSet::new();
-    for (rank, task) in entry.tasks.iter().enumerate() {
-        if !task.is_bound() || !task.apply {
-            continue;
-        }
-        let started = entry.members.iter().any(|m| m.rank == rank);
-        let counted = live.iter().any(|m| m.rank == rank);
-        if counted || (!started && in_grace) {
-            cpus.extend(task.cpus.iter().copied());
-        }
-    }
-    Ok((live, cpus.into_iter().collect()))
+/// One job's live tasks, as `binder node` and refusals show them.
+#[derive(Debug, Clone)]
+pub struct LiveJob<'s> {
+    /// Its owner's uid.
+    pub owner: u32,
+    /// The job.
+    pub job: JobId,
+    /// Its packing policy.
+    pub pack: Pack,
+    /// Its live tasks.
+    pub tasks: Vec<&'s Holder>,
 }
 
-/// Whether one recorded task is alive, the file owner's, and bound inside its rank's CPUs.
-fn member_counts(m: &Member, task: &TaskView, owner: u32, procs: &dyn Procs) -> Result<(), String> {
-    let pid = m.pid;
-    let stat = procs
-        .stat(pid)
-        .filter(|s| !s.ended())
-        .ok_or_else(|| format!("pid {pid} is gone"))?;
-    if stat.start != m.start {
-        return Err(format!("pid {pid} is another process now"));
+impl LiveJob<'_> {
+    /// The CPUs its tasks hold (ascending).
+    pub fn cpus(&self) -> Vec<usize> {
+        let set: BTreeSet<usize> = self
+            .tasks
+            .iter()
+            .flat_map(|t| t.cpus.iter().copied())
+            .collect();
+        set.into_iter().collect()
     }
-    let status = procs
-        .status(pid)
-        .ok_or_else(|| format!("pid {pid} cannot be read"))?;
-    if status.uid != owner {
-        return Err(format!(
-            "pid {pid} belongs to uid {}, the file to uid {owner}",
-            status.uid
-        ));
+
+    /// The GPUs its tasks hold (sorted).
+    pub fn gpus(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self
+            .tasks
+            .iter()
+            .flat_map(|t| t.claim.gpus.iter())
+            .collect();
+        set.into_iter().cloned().collect()
     }
-    if task.is_bound() && task.apply {
-        let mine: BTreeSet<usize> = task.cpus.iter().copied().collect();
-        if status.cpus.is_empty() || !status.cpus.iter().all(|c| mine.contains(c)) {
-            return Err(format!(
-                "pid {pid} runs on cpus {}, not inside its rank's {}",
-                crate::report::cpu_list(&status.cpus),
-                crate::report::cpu_list(&task.cpus)
-            ));
+
+    /// Its PIDs.
+    pub fn pids(&self) -> Vec<u32> {
+        self.tasks.iter().map(|t| t.claim.pid).collect()
+    }
+}
+
+/// What a task does about the other claims that overlap its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing overlaps: confirm and run.
+    Clear,
+    /// Another task goes first (it confirmed already, or started earlier): move.
+    Yield,
+    /// Only later, unconfirmed tasks overlap: they will see this claim and move, or
+    /// confirm without having seen it; look again shortly.
+    Wait,
+}
+
+/// The verdict for `mine` (CPUs and GPU bus ids, and this task's priority) against the
+/// other jobs' live tasks.
+pub fn verdict(cpus: &[usize], gpus: &[String], me: (u64, u32), others: &[Holder]) -> Verdict {
+    let mut wait = false;
+    for h in others {
+        let cpu_clash = h.cpus.iter().any(|c| cpus.binary_search(c).is_ok());
+        let gpu_clash = h.claim.gpus.iter().any(|g| gpus.contains(g));
+        if !cpu_clash && !gpu_clash {
+            continue;
         }
+        if h.confirmed || h.priority() < me {
+            return Verdict::Yield;
+        }
+        wait = true;
     }
-    Ok(())
+    if wait {
+        Verdict::Wait
+    } else {
+        Verdict::Clear
+    }
 }
 
 /// Why a launch could not use or honour the ledger.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// Another process kept the lock too long.
-    #[error("the node ledger's lock {lock} was held for more than {secs} s; find the holder with `fuser {lock}`, or launch without the ledger (BINDER_LEDGER=off)")]
+    /// One of this user's own launches kept the user's lock too long.
+    #[error("the node ledger's lock {lock} (yours alone) was held for more than {secs} s by another of your launches; find it with `fuser {lock}`, or launch without the ledger (BINDER_LEDGER=off)")]
     Busy {
         /// The lock file.
         lock: String,
@@ -292,18 +405,9 @@ pub enum LedgerError {
         /// "its" or "their".
         their: &'static str,
     },
-    /// The job's entry could not be written.
-    #[error("{0}; the ledger keeps jobs on this node apart, so the task was not started (BINDER_LEDGER=off launches without it)")]
-    Write(String),
-}
-
-/// The live jobs that hold CPUs, but for the one in `except` (the file being replaced).
-pub fn held_by_others<'s>(scan: &'s Scan, except: Option<&std::path::Path>) -> Vec<&'s LiveJob> {
-    scan.live
-        .iter()
-        .filter(|j| except != Some(j.file.as_path()))
-        .filter(|j| !j.cpus.is_empty())
-        .collect()
+    /// The ledger could not be used and `BINDER_LEDGER=require` asked for it.
+    #[error("{0}; BINDER_LEDGER=require asks for the node ledger, so the task was not started (unset it to run bound without coordination)")]
+    Required(String),
 }
 
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of `/proc`'s start times.
@@ -317,14 +421,7 @@ pub fn clock_hz() -> u64 {
 /// count from boot, suspend included (`CLOCK_BOOTTIME`, which `/proc/uptime` also reads;
 /// this asks the vDSO instead of reading a file).
 pub fn now_ticks() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec for the kernel (or vDSO) to write.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
-        return 0;
-    }
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let secs = u64::try_from(now.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
     let hz = clock_hz();

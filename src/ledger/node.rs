@@ -17,9 +17,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Ignored, LiveJob, Scan};
+use super::{Ignored, Scan};
 use crate::report::cpu_list;
 use crate::shape::{ObjType, Pack};
+use crate::text::printable;
 use crate::topology::Topology;
 
 /// One level's packing metrics.
@@ -65,6 +66,8 @@ pub struct Job {
     pub held: String,
     /// Its binding units, e.g. `2 core`.
     pub units: String,
+    /// The GPUs its tasks hold, as `gpu:N` (PCI bus id when the node has no such GPU).
+    pub gpus: Vec<String>,
     /// Packing index per level.
     pub packing: BTreeMap<&'static str, f64>,
 }
@@ -105,13 +108,13 @@ pub struct Node {
     pub ignored: Vec<Skipped>,
 }
 
-/// The PUs a live job holds on `topology`: its counted CPUs, widened to whole containers
-/// for an exclusive job.
-pub fn held_pus(topology: &Topology, job: &LiveJob) -> Vec<usize> {
-    if job.entry.pack == Pack::Exclusive {
-        crate::pack::widen(&crate::pack::containers(topology).1, &job.cpus)
+/// The PUs a job holds on `topology`: `cpus`, widened to whole containers for an
+/// exclusive job.
+pub fn held_pus(topology: &Topology, pack: Pack, cpus: &[usize]) -> Vec<usize> {
+    if pack == Pack::Exclusive {
+        crate::pack::widen(&crate::pack::containers(topology).1, cpus)
     } else {
-        job.cpus.clone()
+        cpus.to_vec()
     }
 }
 
@@ -142,19 +145,22 @@ pub fn build(
     .collect();
     let mut sums: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
     let mut jobs = Vec::new();
-    for job in &scan.live {
-        let cpus: Vec<usize> = job
-            .live
-            .iter()
-            .filter_map(|m| job.entry.tasks.get(m.rank))
-            .filter(|t| t.is_bound() && t.apply)
-            .flat_map(|t| t.cpus.iter().copied())
-            .filter(|p| allowed.contains(p))
-            .collect::<BTreeSet<_>>()
+    let numbers: Vec<(String, usize)> = if topology.has_io() {
+        crate::gpu::discover_all(topology)
             .into_iter()
+            .map(|g| (g.busid, g.number))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for job in scan.jobs() {
+        let cpus: Vec<usize> = job
+            .cpus()
+            .into_iter()
+            .filter(|p| allowed.contains(p))
             .collect();
         bound.extend(cpus.iter().copied());
-        let holds = held_pus(topology, job);
+        let holds = held_pus(topology, job.pack, &cpus);
         held.extend(holds.iter().copied().filter(|p| allowed.contains(p)));
         let mut packing = BTreeMap::new();
         if !cpus.is_empty() {
@@ -170,28 +176,33 @@ pub fn build(
                 packing.insert(*name, ratio(needed, used));
             }
         }
-        let places: usize = job
-            .live
+        let places: usize = job.tasks.iter().map(|t| t.claim.places).sum();
+        let unit = job.tasks.first().map_or("none", |t| t.claim.unit.as_str());
+        let tasks = job.tasks.iter().map(|t| t.claim.size).max().unwrap_or(0);
+        let gpus = job
+            .gpus()
             .iter()
-            .filter_map(|m| job.entry.tasks.get(m.rank))
-            .map(|t| t.places.len())
-            .sum();
-        let unit = job.entry.tasks.first().map_or("none", |t| t.unit.as_str());
+            .map(|b| match numbers.iter().find(|(busid, _)| busid == b) {
+                Some((_, n)) => format!("gpu:{n}"),
+                None => printable(b, 16),
+            })
+            .collect();
         jobs.push(Job {
-            job: job.entry.job.to_string(),
-            user: user(job.owner),
+            job: printable(&job.job.0, 60),
+            user: printable(&user(job.owner), 32),
             uid: job.owner,
-            pack: job.entry.pack,
-            tasks: job.entry.tasks.len(),
-            running: job.live.len(),
-            pids: job.live.iter().map(|m| m.pid).collect(),
+            pack: job.pack,
+            tasks,
+            running: job.tasks.len(),
+            pids: job.pids(),
             cpus: cpu_list(&cpus),
             held: cpu_list(&holds),
             units: if places == 0 {
                 "unbound".into()
             } else {
-                format!("{places} {unit}")
+                format!("{places} {}", printable(unit, 8))
             },
+            gpus,
             packing,
         });
     }
@@ -241,10 +252,7 @@ pub fn build(
 
 fn skipped(i: &Ignored) -> Skipped {
     Skipped {
-        file: i
-            .file
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        file: i.file.clone(),
         uid: i.owner,
         why: i.why.clone(),
     }
@@ -308,6 +316,7 @@ pub fn render_text(node: &Node) -> String {
             "CPUS".into(),
             "HELD".into(),
             "UNITS".into(),
+            "GPUS".into(),
             format!("PACKING INDEX {}", levels.join("/")),
         ]];
         for j in &node.jobs {
@@ -333,6 +342,11 @@ pub fn render_text(node: &Node) -> String {
                     j.held.clone()
                 },
                 j.units.clone(),
+                if j.gpus.is_empty() {
+                    "-".into()
+                } else {
+                    j.gpus.join(",")
+                },
                 pi.join("/"),
             ]);
         }

@@ -1,11 +1,12 @@
-//! The ledger's trust rules on processes described by hand.
+//! The ledger's trust rules and its settling of overlaps, on processes described by hand,
+//! and its directories on a scratch root.
 
 use super::*;
-use crate::procfs::{Stat, Status};
+use crate::procfs::{Procs, Stat, Status};
 use std::collections::HashMap;
 
-/// Processes: pid → (uid, start, affinity).
-struct Fake(HashMap<u32, (u32, u64, Vec<usize>)>);
+/// Processes: pid → (uid, start, every thread's affinity); PID 66 is a zombie.
+struct Fake(HashMap<u32, (u32, u64, Vec<Vec<usize>>)>);
 
 impl Procs for Fake {
     fn me(&self) -> u32 {
@@ -21,137 +22,260 @@ impl Procs for Fake {
         })
     }
     fn status(&self, pid: u32) -> Option<Status> {
-        self.0.get(&pid).map(|(uid, _, cpus)| Status {
+        self.0.get(&pid).map(|(uid, _, threads)| Status {
             uid: *uid,
-            cpus: cpus.clone(),
+            cpus: threads[0].clone(),
         })
     }
-}
-
-fn view(cpus: &[usize]) -> TaskView {
-    TaskView {
-        unit: "core".into(),
-        cpus: cpus.to_vec(),
-        places: cpus.iter().map(|&c| vec![c]).collect(),
-        gpus: Vec::new(),
-        nics: Vec::new(),
-        binding: String::new(),
-        ge_env: Vec::new(),
-        apply: true,
-        openmp: false,
-        membind: false,
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        self.0.get(&pid).map(|(_, _, threads)| threads.clone())
+    }
+    /// A node of 8 CPUs.
+    fn online(&self) -> Option<Vec<usize>> {
+        Some((0..8).collect())
     }
 }
 
-fn entry(tasks: &[&[usize]], members: &[(usize, u32, u64)]) -> Entry {
-    Entry {
+fn procs(list: &[(u32, u32, u64, &[&[usize]])]) -> Fake {
+    Fake(
+        list.iter()
+            .map(|&(pid, uid, start, threads)| {
+                (
+                    pid,
+                    (uid, start, threads.iter().map(|t| t.to_vec()).collect()),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn claim(pid: u32, start: u64, cpus: &[usize], gpus: &[&str]) -> Claim {
+    Claim {
         format: FORMAT,
         job: JobId("test:1".into()),
-        key: "k".into(),
+        rank: 0,
+        size: 1,
+        pid,
+        start,
+        cpus: cpus.to_vec(),
+        gpus: gpus.iter().map(|g| (*g).to_owned()).collect(),
         pack: Pack::Fill,
-        tasks: tasks.iter().map(|c| view(c)).collect(),
-        members: members
-            .iter()
-            .map(|&(rank, pid, start)| Member { rank, pid, start })
-            .collect(),
+        unit: "core".into(),
+        places: cpus.len(),
     }
 }
 
-const HZ: u64 = 100;
-/// An hour after boot, in ticks.
-const NOW: u64 = 3600 * HZ;
-
-fn one(e: Entry, owner: u32, procs: &Fake) -> Result<Vec<usize>, String> {
-    let scan = verify(vec![("f".into(), Some(owner), Ok(e))], procs, NOW, HZ);
-    match (scan.live.first(), scan.ignored.first()) {
-        (Some(l), _) => Ok(l.cpus.clone()),
-        (_, Some(i)) => Err(i.why.clone()),
-        _ => unreachable!(),
-    }
+/// A claim of `c`'s, in uid 1000's directory under the name of (10, 50).
+fn check(c: &Claim, procs: &Fake) -> Result<Vec<usize>, String> {
+    let text = serde_json::to_string(c).unwrap();
+    verify_claim(1000, (10, 50), || Ok(text), true, procs).map(|h| h.cpus)
 }
 
 #[test]
-fn a_bound_live_task_holds_its_cpus() {
-    let procs = Fake([(10, (1000, 50, vec![0, 1]))].into());
+fn a_bound_live_task_holds_what_its_threads_may_use() {
+    let p = procs(&[(10, 1000, 50, &[&[0, 1]])]);
+    assert_eq!(check(&claim(10, 50, &[0, 1], &[]), &p), Ok(vec![0, 1]));
+    // Narrowed threads (OpenMP) hold only where they may run: `taskset -c 0` inside a
+    // claim of 0-1 holds 0, not 1.
+    let p = procs(&[(10, 1000, 50, &[&[0], &[0]])]);
+    assert_eq!(check(&claim(10, 50, &[0, 1], &[]), &p), Ok(vec![0]));
+    let p = procs(&[(10, 1000, 50, &[&[0], &[1]])]);
+    assert_eq!(check(&claim(10, 50, &[0, 1, 2], &[]), &p), Ok(vec![0, 1]));
+    // An unbound task holds no CPU, only its GPUs.
+    let p = procs(&[(10, 1000, 50, &[&[0, 1, 2, 3]])]);
     assert_eq!(
-        one(entry(&[&[0, 1]], &[(0, 10, 50)]), 1000, &procs),
-        Ok(vec![0, 1])
-    );
-    // A task may narrow its affinity (OpenMP binds its main thread to a place).
-    let procs = Fake([(10, (1000, 50, vec![1]))].into());
-    assert_eq!(
-        one(entry(&[&[0, 1]], &[(0, 10, 50)]), 1000, &procs),
-        Ok(vec![0, 1])
+        check(&claim(10, 50, &[], &["0000:01:00.0"]), &p),
+        Ok(vec![])
     );
 }
 
 #[test]
-fn forged_or_stale_entries_count_for_nothing() {
-    // Dead.
-    let none = Fake(HashMap::new());
-    let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &none).unwrap_err();
-    assert!(e.contains("pid 10 is gone"), "{e}");
-    // A zombie: ended, not yet reaped by its launcher.
-    let procs = Fake([(66, (1000, 50, vec![0]))].into());
-    let e = one(entry(&[&[0]], &[(0, 66, 50)]), 1000, &procs).unwrap_err();
-    assert!(e.contains("pid 66 is gone"), "{e}");
-    // Alive but another process (PID reused).
-    let procs = Fake([(10, (1000, 99, vec![0]))].into());
-    let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &procs).unwrap_err();
-    assert!(e.contains("another process"), "{e}");
-    // Alive but not bound as recorded (the affinity is wider).
-    let procs = Fake([(10, (1000, 50, vec![0, 1]))].into());
-    let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &procs).unwrap_err();
-    assert!(e.contains("not inside its rank's 0"), "{e}");
+fn forged_or_stale_claims_count_for_nothing() {
+    let c = claim(10, 50, &[0], &[]);
+    let err = |p: &Fake| check(&c, p).unwrap_err();
+    // Dead, a zombie, a reused PID.
+    assert!(err(&procs(&[])).contains("pid 10 is gone"));
+    let zombie = claim(66, 50, &[0], &[]);
+    let text = serde_json::to_string(&zombie).unwrap();
+    let p = procs(&[(66, 1000, 50, &[&[0]])]);
+    assert!(verify_claim(1000, (66, 50), || Ok(text), true, &p).is_err());
+    assert!(err(&procs(&[(10, 1000, 99, &[&[0]])])).contains("another process"));
+    // Any thread wider than the claim (an unbound `sleep` beside a forged claim).
+    assert!(err(&procs(&[(10, 1000, 50, &[&[0, 1]])])).contains("not inside"));
+    assert!(err(&procs(&[(10, 1000, 50, &[&[0], &[0, 1]])])).contains("not inside"));
     // Another user's process named in my file.
-    let procs = Fake([(10, (0, 50, vec![0]))].into());
-    let e = one(entry(&[&[0]], &[(0, 10, 50)]), 1000, &procs).unwrap_err();
-    assert!(e.contains("belongs to uid 0"), "{e}");
-    // Another format, and a rank outside the plan.
-    let mut old = entry(&[&[0]], &[(0, 10, 50)]);
-    old.format = 0;
-    let procs = Fake([(10, (1000, 50, vec![0]))].into());
-    assert!(one(old, 1000, &procs).unwrap_err().contains("format 0"));
-    let e = one(entry(&[&[0]], &[(3, 10, 50)]), 1000, &procs).unwrap_err();
-    assert!(e.contains("rank 3 is not in its plan"), "{e}");
+    assert!(err(&procs(&[(10, 0, 50, &[&[0]])])).contains("belongs to uid 0"));
+    // Content naming another process than the name; another format; junk; too many GPUs.
+    let p = procs(&[(10, 1000, 50, &[&[0]])]);
+    assert!(check(&claim(11, 50, &[0], &[]), &p)
+        .unwrap_err()
+        .contains("another process"));
+    let mut old = c.clone();
+    old.format = 1;
+    assert!(check(&old, &p).unwrap_err().contains("format 1"));
+    let junk = verify_claim(1000, (10, 50), || Ok("\u{1b}[2J{".into()), true, &p);
+    assert!(junk.unwrap_err().starts_with("corrupt"));
+    let many: Vec<String> = (0..300).map(|g| format!("{g}")).collect();
+    let mut greedy = c.clone();
+    greedy.gpus = many;
+    assert!(check(&greedy, &p).unwrap_err().contains("too many GPUs"));
+    // CPU numbers far beyond the node are just numbers; never a crash.
+    let huge = claim(10, 50, &[2_147_483_648], &[]);
+    assert!(check(&huge, &p).is_err());
 }
 
 #[test]
-fn ranks_not_started_hold_only_during_the_grace_period() {
-    // Rank 0 started 10 s ago: rank 1 (not started) still holds its cpus.
-    let recent = NOW - 10 * HZ;
-    let procs = Fake([(10, (1000, recent, vec![0]))].into());
+fn a_dead_claim_is_not_even_read() {
+    let read = || -> Result<String, String> { panic!("read a dead claim") };
+    assert!(verify_claim(1000, (10, 50), read, true, &procs(&[])).is_err());
+}
+
+fn holder(pid: u32, start: u64, cpus: &[usize], gpus: &[&str], confirmed: bool) -> Holder {
+    Holder {
+        owner: 1001,
+        claim: claim(pid, start, cpus, gpus),
+        cpus: cpus.to_vec(),
+        confirmed,
+    }
+}
+
+#[test]
+fn overlaps_are_settled_by_confirmation_then_priority() {
+    let me = (100, 7);
+    let gpu = ["0000:01:00.0".to_owned()];
+    // Nothing in common.
     assert_eq!(
-        one(entry(&[&[0], &[1]], &[(0, 10, recent)]), 1000, &procs),
-        Ok(vec![0, 1])
+        verdict(&[0], &[], me, &[holder(8, 50, &[1], &[], true)]),
+        Verdict::Clear
     );
-    // Started 2 minutes ago: only what runs counts.
-    let old = NOW - 120 * HZ;
-    let procs = Fake([(10, (1000, old, vec![0]))].into());
+    // A confirmed rival goes first whatever its priority (it may not have seen me).
     assert_eq!(
-        one(entry(&[&[0], &[1]], &[(0, 10, old)]), 1000, &procs),
-        Ok(vec![0])
+        verdict(&[0], &[], me, &[holder(8, 500, &[0], &[], true)]),
+        Verdict::Yield
     );
-    // A rank that started and ended frees its cpus at once.
-    let procs = Fake([(10, (1000, recent, vec![0]))].into());
+    // An unconfirmed rival that started earlier goes first.
     assert_eq!(
-        one(
-            entry(&[&[0], &[1]], &[(0, 10, recent), (1, 11, recent)]),
-            1000,
-            &procs
+        verdict(&[0], &[], me, &[holder(8, 50, &[0], &[], false)]),
+        Verdict::Yield
+    );
+    // Same start: the lower PID goes first.
+    assert_eq!(
+        verdict(&[0], &[], me, &[holder(6, 100, &[0], &[], false)]),
+        Verdict::Yield
+    );
+    assert_eq!(
+        verdict(&[0], &[], me, &[holder(8, 100, &[0], &[], false)]),
+        Verdict::Wait
+    );
+    // A later unconfirmed rival: wait for it to move or confirm.
+    assert_eq!(
+        verdict(&[0], &[], me, &[holder(8, 500, &[0], &[], false)]),
+        Verdict::Wait
+    );
+    // GPUs clash like CPUs, also for unbound tasks.
+    assert_eq!(
+        verdict(
+            &[],
+            &gpu,
+            me,
+            &[holder(8, 500, &[], &["0000:01:00.0"], true)]
         ),
-        Ok(vec![0])
+        Verdict::Yield
+    );
+    assert_eq!(
+        verdict(
+            &[],
+            &gpu,
+            me,
+            &[holder(8, 500, &[], &["0000:02:00.0"], true)]
+        ),
+        Verdict::Clear
     );
 }
 
+/// A scratch ledger root of this test's own.
+fn root(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("binder-ledger-unit-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn open(dir: &std::path::Path) -> Ledger {
+    let d = dir.display().to_string();
+    Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone())).unwrap()
+}
+
 #[test]
-fn unreadable_files_are_listed_not_believed() {
-    let scan = verify(
-        vec![("f".into(), Some(1000), Err("corrupt: EOF".into()))],
-        &Fake(HashMap::new()),
-        NOW,
-        HZ,
+fn each_user_writes_in_a_directory_of_their_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = root("own");
+    let ledger = open(&dir);
+    let uid = ledger.uid();
+    assert_eq!(ledger.dir(), dir.join(format!("binder-ledger.{uid}")));
+    let mode = std::fs::metadata(ledger.dir())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o755,
+        "readable by all, writable by its owner alone"
     );
-    assert!(scan.live.is_empty());
-    assert_eq!(scan.ignored[0].why, "corrupt: EOF");
+    // A claim written is read back by name, and a plan by its job.
+    let me = crate::procfs::Real;
+    let (pid, start) = (
+        std::process::id(),
+        me.stat(std::process::id()).unwrap().start,
+    );
+    let mut c = claim(pid, start, &[], &["0000:01:00.0"]);
+    c.job = JobId("slurm:7.0".into());
+    let name = ledger.write_claim(&c).unwrap();
+    assert_eq!(name, format!("c.{pid}.{start}.0.slurm_7.0"));
+    let own = ledger.list_own(&me);
+    assert_eq!(own.live.len(), 1);
+    assert!(own.started("slurm_7.0", 0) && !own.started("slurm_7.0", 1));
+    let mut scan = Scan::default();
+    ledger.scan_own(&own, None, &me, now_ticks(), clock_hz(), &mut scan);
+    assert_eq!(scan.gpus(), ["0000:01:00.0"]);
+    ledger.withdraw(&name, pid, start);
+    assert!(ledger.list_own(&me).live.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_name_taken_by_someone_else_gets_an_unguessable_fallback() {
+    let dir = root("taken");
+    let uid = rustix::process::geteuid().as_raw();
+    // Planted first: a file, then a world-writable directory under this user's name.
+    std::fs::write(dir.join(format!("binder-ledger.{uid}")), "x").unwrap();
+    let ledger = open(&dir);
+    let name = ledger
+        .dir()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let suffix = name.strip_prefix(&format!("binder-ledger.{uid}.")).unwrap();
+    assert_eq!(suffix.len(), 16);
+    // The next launch finds the same fallback.
+    assert_eq!(open(&dir).dir(), ledger.dir());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_root_must_be_safe_from_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = root("unsafe");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let d = dir.display().to_string();
+    let e = Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone())).unwrap_err();
+    assert!(e.contains("not sticky"), "{e}");
+    assert_eq!(
+        Ledger::open(&|k| (k == "BINDER_LEDGER").then(|| "off".into())).unwrap_err(),
+        "BINDER_LEDGER=off"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

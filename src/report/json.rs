@@ -120,7 +120,7 @@ impl TaskRecord {
                     u.os.map_or_else(|| format!("{unit}:?"), |os| format!("{unit}:{os}"))
                 })
                 .collect(),
-            gpus: task.gpus.clone(),
+            gpus: task.gpus.iter().map(|&g| plan.gpus[g].number).collect(),
             gpu_busids: task
                 .gpus
                 .iter()

@@ -93,8 +93,8 @@ pub(super) fn render(
                 .map(|&g| {
                     let gpu = &plan.gpus[g];
                     match &gpu.os_name {
-                        Some(os) => format!("gpu:{g} {} {os} {}", gpu.busid, gpu.model),
-                        None => format!("gpu:{g} {} {}", gpu.busid, gpu.model),
+                        Some(os) => format!("gpu:{} {} {os} {}", gpu.number, gpu.busid, gpu.model),
+                        None => format!("gpu:{} {} {}", gpu.number, gpu.busid, gpu.model),
                     }
                 })
                 .collect();
@@ -203,7 +203,7 @@ pub fn task_binding(plan: &Plan, rank: usize) -> String {
         let busids: Vec<String> = task
             .gpus
             .iter()
-            .map(|&g| format!("gpu:{g} {}", plan.gpus[g].busid))
+            .map(|&g| format!("gpu:{} {}", plan.gpus[g].number, plan.gpus[g].busid))
             .collect();
         line.push_str(&format!(" {}", busids.join(", ")));
     }

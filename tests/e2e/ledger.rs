@@ -197,21 +197,23 @@ fn a_killed_job_blocks_nobody() {
         .to_owned();
     let rest = all_cores_get(&dir);
     assert!(!rest.is_empty() && rest != held, "{rest} vs {held}");
-    // SIGKILL: no cleanup at all; the entry stays in the ledger.
+    // SIGKILL: no cleanup at all; the claim stays in the ledger, and counts for nothing.
     job.kill().unwrap();
     job.wait().unwrap();
-    let files = std::fs::read_dir(dir.join("ledger"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("job.")
-        })
-        .count();
-    assert!(files >= 1, "the killed job's entry is still there");
-    assert_eq!(all_cores_get(&dir), allowed());
+    let killed = format!("c.{}.", job.id());
+    let claims = || {
+        std::fs::read_dir(own_dir(&dir))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&killed)
+            })
+            .count()
+    };
+    assert_eq!(claims(), 1, "the killed job's claim is still there");
     let node = node_json(&dir);
     assert!(
         node["ignored"]
@@ -221,21 +223,23 @@ fn a_killed_job_blocks_nobody() {
             .any(|i| i["why"].as_str().unwrap().contains("is gone")),
         "{node}"
     );
+    assert_eq!(all_cores_get(&dir), allowed());
+    // That launch removed the dead claim.
+    assert_eq!(claims(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A hand-written entry for `pid` claiming `cpu` (format 1, one rank).
+/// This user's own directory in the scratch ledger root.
+fn own_dir(dir: &Path) -> PathBuf {
+    let uid = rustix::process::geteuid().as_raw();
+    dir.join("ledger").join(format!("binder-ledger.{uid}"))
+}
+
+/// A hand-written claim of `pid` on `cpu` (format 2).
 fn entry(pid: u32, start: u64, cpu: usize) -> String {
     serde_json::json!({
-        "format": 1,
-        "job": "forged:1",
-        "key": "k",
-        "pack": "fill",
-        "tasks": [{
-            "unit": "core", "cpus": [cpu], "places": [[cpu]], "gpus": [], "nics": [],
-            "binding": "", "ge_env": [], "apply": true
-        }],
-        "members": [{"rank": 0, "pid": pid, "start": start}]
+        "format": 2, "job": "forged:1", "rank": 0, "size": 1, "pid": pid, "start": start,
+        "cpus": cpu.to_string(), "gpus": [], "pack": "fill", "unit": "core", "places": 1
     })
     .to_string()
 }
@@ -249,10 +253,8 @@ fn start_of(pid: u32) -> u64 {
 #[test]
 fn forged_entries_count_for_nothing_and_true_ones_count() {
     let dir = scratch("forged");
-    let ledger = dir.join("ledger");
+    let ledger = own_dir(&dir);
     std::fs::create_dir_all(&ledger).unwrap();
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
     let first = allowed()
         .split([',', '-'])
         .next()
@@ -261,15 +263,20 @@ fn forged_entries_count_for_nothing_and_true_ones_count() {
         .unwrap();
     // An unbound live process claiming one cpu: its affinity is wider than the claim.
     let mut loose = Command::new("sleep").arg("60").spawn().unwrap();
-    let write = |name: &str, text: String| {
-        let path = ledger.join(format!("job.{uid}.{name}.json"));
-        std::fs::write(&path, text).unwrap();
-    };
-    write("loose", entry(loose.id(), start_of(loose.id()), first));
+    let name = |pid: u32, start: u64, what: &str| format!("c.{pid}.{start}.0.{what}");
+    let write = |name: String, text: String| std::fs::write(ledger.join(name), text).unwrap();
+    let loose_start = start_of(loose.id());
+    write(
+        name(loose.id(), loose_start, "loose"),
+        entry(loose.id(), loose_start, first),
+    );
     // A dead PID.
-    write("dead", entry(4_000_000, 1, first));
-    // Torn JSON.
-    write("torn", entry(loose.id(), 1, first)[..40].to_owned());
+    write(name(4_000_000, 1, "dead"), entry(4_000_000, 1, first));
+    // Torn JSON, for a live process.
+    write(
+        name(loose.id(), loose_start, "torn"),
+        entry(loose.id(), loose_start, first)[..40].to_owned(),
+    );
     let node = node_json(&dir);
     let whys: Vec<&str> = node["ignored"]
         .as_array()
@@ -278,26 +285,25 @@ fn forged_entries_count_for_nothing_and_true_ones_count() {
         .map(|i| i["why"].as_str().unwrap())
         .collect();
     assert!(
-        whys.iter().any(|w| w.contains("not inside its rank's")),
+        whys.iter().any(|w| w.contains("not inside its claim's")),
         "{whys:?}"
     );
     assert!(whys.iter().any(|w| w.contains("is gone")), "{whys:?}");
     assert!(whys.iter().any(|w| w.starts_with("corrupt")), "{whys:?}");
     assert_eq!(all_cores_get(&dir), allowed(), "a forged entry counted");
-    // That launch removed this user's dead and torn files; the live forgery stays ignored.
-    for gone in ["dead", "torn"] {
-        assert!(
-            !ledger.join(format!("job.{uid}.{gone}.json")).exists(),
-            "{gone}"
-        );
-    }
+    // That launch removed this user's dead claim; the live forgeries stay ignored.
+    assert!(!ledger.join(name(4_000_000, 1, "dead")).exists());
     // The same entry for a process really bound to that cpu counts.
     let mut bound = Command::new("taskset")
         .args(["-c", &first.to_string(), "sleep", "60"])
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    write("true", entry(bound.id(), start_of(bound.id()), first));
+    let bound_start = start_of(bound.id());
+    write(
+        name(bound.id(), bound_start, "true"),
+        entry(bound.id(), bound_start, first),
+    );
     let got = all_cores_get(&dir);
     let cpus: BTreeSet<usize> = binder::procfs::parse_list(&got)
         .unwrap()
@@ -378,13 +384,13 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
     }
     let elapsed = started.elapsed();
     assert_eq!(jobs.len(), 8, "{jobs:?}");
+    // One plan per job, of 32 ranks: every rank of a job joined its first task's plan
+    // (a rank that planned again would have printed another job id above).
     let mut files = 0;
-    for e in std::fs::read_dir(dir.join("ledger")).unwrap() {
+    for e in std::fs::read_dir(own_dir(&dir)).unwrap() {
         let path = e.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        // A job file, and beside it the members its later tasks appended (one JSON
-        // object a line).
-        if !name.starts_with("job.") || !name.ends_with(".json") {
+        if !name.starts_with("job.") {
             continue;
         }
         files += 1;
@@ -392,23 +398,87 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(jobs.contains(v["job"].as_str().unwrap()), "{path:?}");
         assert_eq!(v["tasks"].as_array().unwrap().len(), 32);
-        let appended = std::fs::read_to_string(path.with_extension("members")).unwrap_or_default();
-        let ranks: Vec<u64> = v["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .cloned()
-            .chain(appended.lines().map(|l| serde_json::from_str(l).unwrap()))
-            .map(|m: serde_json::Value| m["rank"].as_u64().unwrap())
-            .collect();
-        let distinct: BTreeSet<u64> = ranks.iter().copied().collect();
-        assert_eq!(
-            (ranks.len(), distinct.len()),
-            (32, 32),
-            "{path:?}: {ranks:?}"
-        );
     }
     assert_eq!(files, 8);
     eprintln!("8 jobs x 32 tasks through the ledger: {elapsed:?}, failures 0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `bind: none` task binds no CPU, so a node whose CPUs are all held still runs it.
+#[test]
+fn bind_none_runs_on_a_full_node() {
+    let dir = scratch("bind-none");
+    let mut a = background(&dir, "one.yaml");
+    let mut b = background(&dir, "one.yaml");
+    let out = run(
+        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
+            "shapes/bind-none.yaml",
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ]),
+        SUCCESS,
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    // A job that binds is refused there, naming the two.
+    let refused = run(
+        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
+            dir.join("one.yaml").to_str().unwrap(),
+            "--",
+            "true",
+        ]),
+        REFUSED,
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("wait for them to end"), "{err}");
+    for job in [&mut a, &mut b] {
+        job.kill().unwrap();
+        job.wait().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--share` on a full node spreads jobs over the least loaded CPUs (it put 252 of 256
+/// tasks on CPU 0 once): 8 sharing one-core jobs on the 2 CPUs, 4 on each.
+#[test]
+fn sharing_jobs_spread_over_the_node() {
+    let host = allowed();
+    let cpus = binder::procfs::parse_list(&host).unwrap();
+    let dir = scratch("share");
+    let mut jobs = Vec::new();
+    let mut got: BTreeMap<usize, usize> = BTreeMap::new();
+    for _ in 0..(4 * cpus.len()) {
+        let mut child = binder()
+            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+            .args([
+                "--share",
+                dir.join("one.yaml").to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status | cut -f2; exec sleep 60",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // One at a time, each once it is bound: the next one sees it.
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let cpu: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        *got.entry(cpu).or_default() += 1;
+        jobs.push(child);
+    }
+    for mut job in jobs {
+        job.kill().unwrap();
+        job.wait().unwrap();
+    }
+    let counts: Vec<usize> = got.values().copied().collect();
+    assert_eq!(got.len(), cpus.len(), "{got:?}");
+    assert!(counts.iter().all(|&n| n == 4), "{got:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

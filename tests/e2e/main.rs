@@ -7,6 +7,7 @@
 //! `CI=true` always, elsewhere unless `BINDER_ALLOW_SKIP=1` makes it a visible skip.
 #[path = "../common/mod.rs"]
 mod common;
+mod hostile;
 mod ledger;
 
 use std::collections::BTreeMap;

@@ -96,15 +96,17 @@ fn launch(dir: &Path, prefix: &[&str], args: &[&str]) -> (String, String) {
             "--",
             "sh",
             "-c",
-            "grep Cpus_allowed_list /proc/self/status; env | grep ^BINDER_ | sort",
+            "grep Cpus_allowed_list /proc/self/status; env | grep ^BINDER_ | grep -v ^BINDER_LEDGER_DIR= | sort",
         ])
         .current_dir(root())
         .env("BINDER_CACHE_DIR", dir)
         .env("BINDER_CACHE_TRACE", "1");
+    // The same clean environment as every launch under test, its private ledger too.
     for (k, v) in bin.get_envs() {
-        if v.is_none() {
-            cmd.env_remove(k);
-        }
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
     }
     let out: Output = run(&mut cmd, 0);
     (

@@ -311,6 +311,7 @@ fn launch_child() {
         report: false,
         verbose: false,
         scrub: &[],
+        started_on: None,
     };
     let view = binder::launch::env::TaskView::for_launch(&plan, &shape, 1);
     let err = binder::launch::run(

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 
 use binder::identity::job::JobId;
-use binder::launch::env::TaskView;
-use binder::ledger::{self, node, Entry, Member, Raw};
+use binder::ledger::{self, node, Claim, Scan};
 use binder::procfs::{Procs, Stat, Status};
 use binder::shape::{Pack, Shape};
 use binder::topology::{self, Source, Topology};
@@ -116,57 +115,54 @@ impl Procs for Fake {
     }
 }
 
-/// A task on Naples cores `cores`: core c is PUs c and c + 48 (`hwloc-calc --po -I pu`).
-fn view(cores: std::ops::RangeInclusive<usize>) -> TaskView {
-    let places: Vec<Vec<usize>> = cores.map(|c| vec![c, c + 48]).collect();
-    let mut cpus: Vec<usize> = places.concat();
+/// A task of `job` on Naples cores `cores` (core c is PUs c and c + 48, `hwloc-calc
+/// --po -I pu`), pid `pid`, as its claim file says.
+fn claim(
+    job: &str,
+    rank: usize,
+    size: usize,
+    pack: Pack,
+    cores: std::ops::RangeInclusive<usize>,
+    pid: u32,
+) -> Claim {
+    let mut cpus: Vec<usize> = cores.clone().flat_map(|c| [c, c + 48]).collect();
     cpus.sort_unstable();
-    TaskView {
-        unit: "core".into(),
-        places,
+    Claim {
+        format: ledger::FORMAT,
+        job: JobId(job.into()),
+        rank,
+        size,
+        pid,
+        start: 500,
         cpus,
         gpus: Vec::new(),
-        nics: Vec::new(),
-        binding: String::new(),
-        ge_env: Vec::new(),
-        apply: true,
-        openmp: false,
-        membind: false,
+        pack,
+        unit: "core".into(),
+        places: cores.count(),
     }
 }
 
-fn file(
-    name: &str,
-    uid: u32,
-    job: &str,
-    pack: Pack,
-    tasks: Vec<TaskView>,
-    members: &[(usize, u32)],
-) -> Raw {
-    (
-        format!("/ledger/job.{uid}.{name}.json").into(),
-        Some(uid),
-        Ok(Entry {
-            format: ledger::FORMAT,
-            job: JobId(job.into()),
-            key: "k".into(),
-            pack,
-            tasks,
-            members: members
-                .iter()
-                .map(|&(rank, pid)| Member {
-                    rank,
-                    pid,
-                    start: 500,
-                })
-                .collect(),
-        }),
-    )
+/// The scan of claim files (owner, name, content) as the ledger reads them.
+fn scan(files: Vec<(u32, String, String)>, procs: &Fake) -> Scan {
+    let mut scan = Scan::default();
+    for (owner, name, text) in files {
+        let (pid, start, _) = ledger::verify::claim_name(&name).unwrap();
+        match ledger::verify_claim(owner, (pid, start), || Ok(text), true, procs) {
+            Ok(h) => scan.holders.push(h),
+            Err(why) => scan.ignore(&name, Some(owner), why),
+        }
+    }
+    scan
+}
+
+fn file(owner: u32, c: &Claim) -> (u32, String, String) {
+    let name = format!("c.{}.{}.{}.{}", c.pid, c.start, c.rank, c.job.file_part());
+    (owner, name, serde_json::to_string(c).unwrap())
 }
 
 /// Naples (2 packages × 4 NUMA × 2 L3 × 3 cores × 2 PUs; core c is PUs c and c + 48):
 /// alice's Open MPI job on cores 0-3 and 12-15, bob's exclusive Slurm step on cores
-/// 24-25 (package 1), and three files that count for nothing.
+/// 24-25 (package 1), and three claims that count for nothing.
 #[test]
 fn node_report_on_a_synthetic_ledger() {
     let Some(shared) = crate::common::shared() else {
@@ -174,69 +170,47 @@ fn node_report_on_a_synthetic_ledger() {
     };
     let xml = crate::common::topology(&shared, "epyc7451-naples-2s-48c-smt2-8numa.xml");
     let topology = topology::load(&Source::Xml(xml), false).unwrap();
+    let alice0 = claim("openmpi:100", 0, 2, Pack::Fill, 0..=3, 101);
+    let alice1 = claim("openmpi:100", 1, 2, Pack::Fill, 12..=15, 102);
+    let bob = claim("slurm:7.0", 0, 1, Pack::Exclusive, 24..=25, 201);
+    let forged = claim("pgid-9-9", 0, 1, Pack::Fill, 30..=30, 301);
+    let dead = claim("hydra:77-1", 0, 1, Pack::Spread, 40..=40, 401);
     let procs = Fake(
         [
-            (101, (1000, 500, view(0..=3).cpus)),
-            // An OpenMP main thread narrowed to its first place still counts.
+            (101, (1000, 500, alice0.cpus.clone())),
+            // An OpenMP main thread narrowed to its first place holds that place only.
             (102, (1000, 500, vec![12, 60])),
-            (201, (1001, 500, view(24..=25).cpus)),
-            // Alive, but not bound as its entry says.
+            (201, (1001, 500, bob.cpus.clone())),
+            // Alive, but not bound as its claim says.
             (301, (1000, 500, (0..=95).collect())),
         ]
         .into(),
     );
-    let files = vec![
-        file(
-            "openmpi_100",
-            1000,
-            "openmpi:100",
-            Pack::Fill,
-            vec![view(0..=3), view(12..=15)],
-            &[(0, 101), (1, 102)],
-        ),
-        file(
-            "slurm_7.0",
-            1001,
-            "slurm:7.0",
-            Pack::Exclusive,
-            vec![view(24..=25)],
-            &[(0, 201)],
-        ),
-        file(
-            "forged",
-            1000,
-            "pgid-9-9",
-            Pack::Fill,
-            vec![view(30..=30)],
-            &[(0, 301)],
-        ),
-        file(
-            "dead",
-            1001,
-            "hydra:77-1",
-            Pack::Spread,
-            vec![view(40..=40)],
-            &[(0, 401)],
-        ),
-        (
-            "/ledger/job.1000.torn.json".into(),
-            Some(1000),
-            Err("corrupt: EOF while parsing an object at line 1 column 40".into()),
-        ),
+    let mut files = vec![
+        file(1000, &alice0),
+        file(1000, &alice1),
+        file(1001, &bob),
+        file(1000, &forged),
+        file(1001, &dead),
     ];
-    // An hour after boot at 100 Hz; every task started long ago.
-    let scan = ledger::verify(files, &procs, 360_000, 100);
+    files.push((
+        1000,
+        "c.101.500.0.torn".into(),
+        "{\"format\":2,\"job\"".into(),
+    ));
+    let scan = scan(files, &procs);
     let users = |uid: u32| match uid {
         1000 => "alice".to_owned(),
         1001 => "bob".to_owned(),
         other => other.to_string(),
     };
-    let report = node::build(&topology, &scan, "/dev/shm/binder-ledger", "node17", &users);
-    // By hand: 20 PUs bound of 96; bob holds all of package 1 (48 PUs). Alice's 16 PUs
-    // need 1 package, 2 NUMA nodes (12 PUs) and 3 L3s (6 PUs); she uses 1, 2 (NUMA 0 and
-    // 2) and 4 (L3 0, 1, 4, 5). Bob needs and uses 1 of each. In use: 2 packages (96
-    // PUs), 3 NUMA nodes (36), 5 L3s (30).
-    assert_eq!((report.bound, report.allowed, report.held), (20, 96, 64));
+    let report = node::build(&topology, &scan, "/dev/shm", "node17", &users);
+    // By hand: alice's rank 1 holds only its narrowed place (core 12, PUs 12 and 60), so
+    // 14 PUs are bound of 96; bob holds all of package 1 (48 PUs). Alice's 10 PUs need 1
+    // package, 1 NUMA node (12 PUs) and 2 L3s (6 PUs); she uses 1, 2 (NUMA 0 and 2) and
+    // 3 (L3 0, 1, 4). Bob needs and uses 1 of each. In use: 2 packages (96 PUs), 3 NUMA
+    // nodes (36), 4 L3s (24).
+    assert_eq!((report.bound, report.allowed, report.held), (14, 96, 58));
     let metrics: Vec<(&str, usize, usize, usize, f64, f64)> = report
         .levels
         .iter()
@@ -254,12 +228,12 @@ fn node_report_on_a_synthetic_ledger() {
     assert_eq!(
         metrics,
         [
-            ("package", 2, 2, 2, 1.0, 0.21),
-            ("numa", 3, 3, 3, 1.0, 0.56),
-            ("l3", 5, 4, 5, 0.8, 0.67),
+            ("package", 2, 2, 2, 1.0, 0.15),
+            ("numa", 3, 2, 3, 0.67, 0.39),
+            ("l3", 4, 3, 4, 0.75, 0.58),
         ]
     );
-    assert_eq!(report.jobs[0].packing["l3"], 0.75);
+    assert_eq!(report.jobs[0].packing["l3"], 0.67);
     assert_eq!(report.jobs[1].held, "24-47,72-95");
     insta::assert_snapshot!("node_text", node::render_text(&report));
     insta::assert_snapshot!("node_json", serde_json::to_string_pretty(&report).unwrap());

@@ -9,6 +9,7 @@ mod cli;
 mod executables;
 mod explain;
 mod ge;
+mod gpu_ledger;
 mod gpus;
 mod launch;
 mod ledger;

@@ -20,6 +20,9 @@ use hwlocality::object::TopologyObject;
 
 use crate::topology::Topology;
 
+pub mod grant;
+pub use grant::Grant;
+
 /// GPU vendors binder knows how to hand devices to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vendor {
@@ -44,8 +47,11 @@ impl fmt::Display for Vendor {
 /// One GPU (or GPU partition) of the node.
 #[derive(Debug, Clone)]
 pub struct Gpu {
-    /// Position in PCI bus order among all GPUs: binder's GPU number (`gpu:N`).
+    /// Position in the list the planner deals from (the GPUs this job may have).
     pub index: usize,
+    /// Position in PCI bus order among all the node's GPUs: binder's GPU number
+    /// (`gpu:N`, `BINDER_GPUS`), the same whichever of them a job may have.
+    pub number: usize,
     /// Position in PCI bus order among this vendor's GPUs: the number its runtime uses
     /// in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / ZE_AFFINITY_MASK.
     pub vendor_index: usize,
@@ -57,6 +63,11 @@ pub struct Gpu {
     pub model: String,
     /// The OS device naming this GPU (`cuda0`, `rsmi3`), when the topology has one.
     pub os_name: Option<String>,
+    /// `GPU-<uuid>` from hwloc's `NVIDIAUUID` / `AMDUUID`, when the topology has it.
+    pub uuid: Option<String>,
+    /// How the task's runtime variable names it: the inherited entry it matched
+    /// (SEMANTICS §9: never renumbered), else [`Gpu::vendor_index`].
+    pub export: String,
     /// The CPUs near it: the cpuset of its first non-I/O ancestor.
     pub locality: CpuSet,
     /// Logical index of its first non-I/O ancestor, as `type:index` (`package:1`).
@@ -66,8 +77,14 @@ pub struct Gpu {
 /// OS-device name prefixes of compute backends, preferred first.
 const BACKENDS: [&str; 5] = ["cuda", "rsmi", "nvml", "opencl", "ze"];
 
-/// Lists the GPUs of a topology loaded with I/O discovery, in PCI bus order.
+/// Lists the GPUs of a topology loaded with I/O discovery that the job may have (the
+/// topology's [`Grant`]), in PCI bus order.
 pub fn discover(topology: &Topology) -> Vec<Gpu> {
+    topology.gpu_grant().apply(discover_all(topology))
+}
+
+/// Every GPU of a topology loaded with I/O discovery, in PCI bus order.
+pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
     let hw = topology.hw();
     let mut found: Vec<(PciKey, Gpu)> = Vec::new();
     for pci in hw.pci_devices() {
@@ -95,11 +112,14 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
         if partitions.is_empty() {
             let gpu = Gpu {
                 index: 0,
+                number: 0,
                 vendor_index: 0,
                 busid,
                 vendor,
                 model: pci_model,
                 os_name: None,
+                uuid: uuid_of(pci, vendor),
+                export: String::new(),
                 locality,
                 attached_to,
             };
@@ -111,11 +131,14 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
             let os_name = osdev.name().map(|n| n.to_string_lossy().into_owned());
             let gpu = Gpu {
                 index: 0,
+                number: 0,
                 vendor_index: 0,
                 busid: busid.clone(),
                 vendor,
                 model,
                 os_name,
+                uuid: uuid_of(osdev, vendor).or_else(|| uuid_of(pci, vendor)),
+                export: String::new(),
                 locality: locality.clone(),
                 attached_to: attached_to.clone(),
             };
@@ -133,7 +156,9 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
             *slot += 1;
             Gpu {
                 index,
+                number: index,
                 vendor_index: *slot - 1,
+                export: (*slot - 1).to_string(),
                 ..gpu
             }
         })
@@ -223,6 +248,23 @@ fn os_number(dev: &TopologyObject) -> usize {
         .collect::<String>()
         .parse()
         .unwrap_or(0)
+}
+
+/// `GPU-<uuid>` of a GPU object or its OS devices: hwloc's `NVIDIAUUID` (which already
+/// reads `GPU-…`) or `AMDUUID` (bare hex, which ROCm takes as `GPU-<hex>`).
+fn uuid_of(obj: &TopologyObject, vendor: Vendor) -> Option<String> {
+    let key = match vendor {
+        Vendor::Nvidia => "NVIDIAUUID",
+        Vendor::Amd => "AMDUUID",
+        Vendor::Intel => return None,
+    };
+    let own = info(obj, key);
+    let found = own.or_else(|| obj.io_children().find_map(|c| info(c, key)))?;
+    Some(if found.starts_with("GPU-") {
+        found
+    } else {
+        format!("GPU-{found}")
+    })
 }
 
 pub(crate) fn info(obj: &TopologyObject, key: &str) -> Option<String> {

@@ -1,0 +1,281 @@
+//! The node ledger against a hostile user (SEMANTICS §13.1), one test per attack found on
+//! the previous ledger (issue 20), with three throwaway users: alice and bob run honest
+//! jobs, mallory plants, forges, floods and races. Each scenario runs `hostile.sh` as root
+//! in a private mount namespace with a fresh tmpfs on /dev/shm (binder's default ledger
+//! root, set up by nobody), so the host's /dev/shm is never touched.
+//!
+//! Every test asserts what §13.1 promises: alice's launch exits 0 within 2 s, alice's and
+//! bob's jobs never share a CPU, and none of mallory's bytes reach a terminal raw.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use crate::common;
+
+const USERS: [&str; 3] = ["binder-alice", "binder-bob", "binder-mallory"];
+
+/// Whether this process can make users and mount namespaces (root, with `unshare`).
+fn can_run() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    common::prerequisite(
+        root && common::has("unshare") && common::has("setpriv") && common::has("useradd"),
+        "root with unshare, setpriv and useradd (the hostile-user tests)",
+    )
+}
+
+/// Makes the three users once (no home, no login shell).
+fn users() {
+    for user in USERS {
+        let known = Command::new("id")
+            .arg(user)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !known {
+            let made = Command::new("useradd")
+                .args(["--no-create-home", "--shell", "/usr/sbin/nologin", user])
+                .status()
+                .is_ok_and(|s| s.success());
+            // Two tests may race to make the same user: it exists either way.
+            let now = Command::new("id")
+                .arg(user)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(made || now, "cannot create user {user}");
+        }
+    }
+}
+
+/// Runs one scenario; its stdout and stderr.
+fn scenario(name: &str, env: &[(&str, &str)]) -> Option<(String, String)> {
+    if !can_run() {
+        return None;
+    }
+    users();
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash"])
+        .arg(common::root().join("tests/e2e/hostile.sh"))
+        .arg(env!("CARGO_BIN_EXE_binder"))
+        .arg(name)
+        .envs(env.iter().copied())
+        .output()
+        .expect("runs unshare");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{name}: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    Some((stdout, stderr))
+}
+
+/// `run USER TAG rc=N ms=N cpus=LIST` lines: (user, rc, ms, cpus).
+fn runs(stdout: &str) -> Vec<(String, i32, u64, BTreeSet<usize>)> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("run "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let num = |k: &str| {
+                f.iter()
+                    .find_map(|x| x.strip_prefix(k))
+                    .unwrap_or("-1")
+                    .to_owned()
+            };
+            let cpus = num("cpus=");
+            (
+                f[0].to_owned(),
+                num("rc=").parse().unwrap(),
+                num("ms=").parse().unwrap(),
+                binder::procfs::parse_list(&cpus)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Nothing of mallory's reached the honest users' terminals raw: no escape byte, no
+/// line she made up.
+fn clean(what: &str, text: &str) {
+    assert!(
+        !text.contains('\u{1b}'),
+        "{what}: an escape byte got through:\n{text}"
+    );
+    assert!(!text.contains('\u{7}'), "{what}: a BEL byte got through");
+    assert!(
+        !text.lines().any(|l| l.starts_with("FAKE-LINE")),
+        "{what}: a forged line got through:\n{text}"
+    );
+}
+
+/// alice's (and bob's) launches ran, bound, fast, on different CPUs.
+fn honest(name: &str, stdout: &str, stderr: &str) {
+    clean(name, stdout);
+    clean(name, stderr);
+    let runs = runs(stdout);
+    assert!(
+        !runs.is_empty(),
+        "{name}: no launch reported:\n{stdout}\n{stderr}"
+    );
+    for (user, rc, ms, cpus) in &runs {
+        assert_eq!(
+            *rc, 0,
+            "{name}: {user}'s launch failed:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            *ms < 2000,
+            "{name}: {user}'s launch took {ms} ms:\n{stderr}"
+        );
+        assert_eq!(
+            cpus.len(),
+            1,
+            "{name}: {user} is not bound to one CPU:\n{stdout}"
+        );
+    }
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            assert!(
+                a.3.is_disjoint(&b.3),
+                "{name}: {} and {} share a CPU:\n{stdout}",
+                a.0,
+                b.0
+            );
+        }
+    }
+}
+
+#[test]
+fn forged_cpu_numbers_beyond_any_node_crash_nothing() {
+    if let Some((out, err)) = scenario("huge-cpu", &[]) {
+        honest("huge-cpu", &out, &err);
+    }
+}
+
+#[test]
+fn a_forged_claim_holds_only_where_its_process_really_runs() {
+    if let Some((out, err)) = scenario("bound-inside", &[]) {
+        honest("bound-inside", &out, &err);
+        // mallory's `taskset -c 0 sleep` holds CPU 0 (her own process really runs
+        // there); her claim of 0-1 does not give her CPU 1, and the unbound sleep beside
+        // a claim of everything holds nothing.
+        assert_eq!(runs(&out)[0].3, BTreeSet::from([1]), "{out}");
+    }
+}
+
+#[test]
+fn names_taken_first_by_another_user_stop_nobody() {
+    if let Some((out, err)) = scenario("squat", &[]) {
+        honest("squat", &out, &err);
+        assert!(!out.contains("mallory locked"), "{out}");
+        assert!(!out.contains("mallory wrote"), "{out}");
+    }
+}
+
+#[test]
+fn a_flood_of_junk_names_hides_no_real_job() {
+    if let Some((out, err)) = scenario("flood", &[]) {
+        honest("flood", &out, &err);
+    }
+}
+
+#[test]
+fn huge_and_many_forged_claims_cost_a_bounded_moment() {
+    if let Some((out, err)) = scenario("big", &[]) {
+        honest("big", &out, &err);
+    }
+}
+
+#[test]
+fn binder_node_prints_none_of_another_users_bytes_raw() {
+    if let Some((out, err)) = scenario("node-output", &[]) {
+        clean("binder node", &out);
+        clean("binder node", &err);
+        assert!(out.contains("node-rc 0"), "{out}\n{err}");
+        let bytes: usize = out
+            .lines()
+            .find_map(|l| l.strip_prefix("node-bytes "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap();
+        assert!(bytes < 16 << 10, "binder node printed {bytes} bytes");
+        // The forged job is shown (its process really runs on CPU 0), escaped and cut.
+        assert!(err.contains("\\u{1b}[2J"), "{err}");
+    }
+}
+
+#[test]
+fn two_users_starting_at_once_never_share_a_cpu() {
+    if let Some((out, err)) = scenario("race", &[]) {
+        clean("race", &out);
+        clean("race", &err);
+        let rounds: Vec<&str> = out.lines().filter(|l| l.starts_with("round ")).collect();
+        assert!(rounds.len() >= 20, "{out}");
+        let mut both = 0;
+        for line in &rounds {
+            let cpus = |who: &str| {
+                let v = line
+                    .split(' ')
+                    .find_map(|w| w.strip_prefix(who))
+                    .unwrap_or("");
+                binder::procfs::parse_list(v).unwrap_or_default()
+            };
+            let (a, b) = (cpus("alice="), cpus("bob="));
+            assert!(
+                !a.is_empty() && !b.is_empty(),
+                "one of them did not run: {line}\n{err}"
+            );
+            assert!(a.iter().all(|c| !b.contains(c)), "collision: {line}");
+            both += 1;
+        }
+        assert_eq!(both, rounds.len());
+    }
+}
+
+#[test]
+fn short_jobs_with_late_ranks_never_collide() {
+    if let Some((out, err)) = scenario("short-jobs", &[]) {
+        clean("short-jobs", &err);
+        // (job, cpus, t0, t1) of every task that ran.
+        let tasks: Vec<(u32, Vec<usize>, u128, u128)> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("task "))
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (
+                    f[0].parse().unwrap(),
+                    binder::procfs::parse_list(f[2]).unwrap(),
+                    f[3].parse().unwrap(),
+                    f[4].parse().unwrap(),
+                )
+            })
+            .collect();
+        let jobs: BTreeSet<u32> = tasks.iter().map(|t| t.0).collect();
+        assert!(
+            jobs.len() >= 16,
+            "too few jobs ran ({}):\n{err}",
+            jobs.len()
+        );
+        let mut collisions = Vec::new();
+        for (i, a) in tasks.iter().enumerate() {
+            for b in &tasks[i + 1..] {
+                let overlap = a.2 < b.3 && b.2 < a.3;
+                let shared = a.1.iter().any(|c| b.1.contains(c));
+                if a.0 != b.0 && overlap && shared {
+                    collisions.push(format!("jobs {} and {} on {:?}", a.0, b.0, a.1));
+                }
+            }
+        }
+        assert!(
+            collisions.is_empty(),
+            "{} collisions: {:?}",
+            collisions.len(),
+            collisions
+        );
+        eprintln!(
+            "short jobs: {} tasks of {} jobs ran, 0 collisions",
+            tasks.len(),
+            jobs.len()
+        );
+    }
+}

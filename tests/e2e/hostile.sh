@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# The node ledger against a hostile user (SEMANTICS §13.1), as three real users would meet
+# on one node: alice and bob run honest jobs, mallory does whatever she can to the ledger.
+#
+#   unshare --mount --propagation private bash tests/e2e/hostile.sh BIN SCENARIO
+#
+# Run as root inside a private mount namespace: /dev/shm (binder's default ledger root)
+# becomes a fresh tmpfs that nobody set up, so the host's is never touched. The users
+# binder-alice, binder-bob and binder-mallory must exist (tests/e2e/hostile.rs makes them).
+# Prints lines the Rust test reads:
+#   run USER TAG rc=N ms=N cpus=LIST      one launch of a 1-core job
+#   task JOB RANK CPUS T0 T1              one task of a short job (ns, monotonic)
+#   node-bytes N / node-rc N              `binder node` as alice
+set -u
+BIN=$1
+scenario=$2
+# One scenario at a time on this machine: they share the users, and the clean-up ends
+# every process of theirs.
+exec 9>/tmp/binder-hostile.lock
+flock 9
+mount -t tmpfs -o mode=1777,size=512m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm" >&2; exit 77; }
+scratch=$(mktemp -d /tmp/binder-hostile.XXXXXX)
+chmod 1777 "$scratch"
+trap 'pkill -u binder-mallory 2>/dev/null; pkill -u binder-alice 2>/dev/null; pkill -u binder-bob 2>/dev/null; rm -rf "$scratch"' EXIT
+printf 'resources:\n  - type: core\n' >"$scratch/one.yaml"
+chmod 644 "$scratch/one.yaml"
+
+uid() { id -u "binder-$1"; }
+# Runs a command as a user, with a clean environment (no launcher variables).
+as() {
+  local who=$1; shift
+  setpriv --reuid="binder-$who" --regid="binder-$who" --init-groups \
+    env -i PATH=/usr/bin:/bin BINDER_SITE_FILE=/nonexistent "$@"
+}
+now_ms() { date +%s%3N; }
+# `run USER TAG`: a 1-core job holding its CPU for HOLD seconds (default 3) in its own
+# session (so its own job); prints its line once it is bound (or refused).
+run() {
+  local who=$1 tag=$2 hold=${3:-3} t0 rc
+  t0=$(now_ms)
+  as "$who" setsid "$BIN" "$scratch/one.yaml" -- sh -c \
+    'echo "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" >"$0"; exec sleep "$1"' \
+    "$scratch/$tag.cpus" "$hold" >"$scratch/$tag.out" 2>"$scratch/$tag.err" &
+  local pid=$!
+  for _ in $(seq 200); do
+    [ -s "$scratch/$tag.cpus" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  rc=0
+  if [ ! -s "$scratch/$tag.cpus" ]; then wait "$pid"; rc=$?; fi
+  echo "run $who $tag rc=$rc ms=$(( $(now_ms) - t0 )) cpus=$(cat "$scratch/$tag.cpus" 2>/dev/null)"
+  # What binder printed must be its own words: no byte of mallory's reaches a terminal.
+  cat "$scratch/$tag.err" >&2
+}
+# mallory's live process: `msleep [taskset-cpus]` prints "pid start".
+msleep() {
+  if [ -n "${1:-}" ]; then
+    as mallory setsid taskset -c "$1" sleep 60 >/dev/null 2>&1 &
+  else
+    as mallory setsid sleep 60 >/dev/null 2>&1 &
+  fi
+  local p=$!
+  for _ in $(seq 100); do
+    # setsid forks when it is a group leader: find mallory's sleep by its parent chain.
+    local s
+    s=$(pgrep -u binder-mallory -n -x sleep)
+    [ -n "$s" ] && [ "$(awk '{print $22}' /proc/"$s"/stat 2>/dev/null)" ] && { echo "$s $(awk '{print $22}' /proc/"$s"/stat)"; return; }
+    sleep 0.01
+  done
+  echo "0 0"
+}
+# mallory's own ledger directory (as binder would make it).
+mdir() {
+  local d=/dev/shm/binder-ledger.$(uid mallory)
+  as mallory mkdir -p "$d"
+  echo "$d"
+}
+# A claim by mallory for process (pid, start) with the given JSON cpus and job.
+forge() {
+  local pid=$1 start=$2 cpus=$3 job=${4:-forged} gpus=${5:-[]}
+  local d; d=$(mdir)
+  printf '%s' "{\"format\":2,\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
+    as mallory sh -c 'umask 022; cat >"$1"' sh "$d/c.$pid.$start.0.forged$RANDOM"
+}
+# Both honest users' jobs, then the verdict lines.
+honest() {
+  run bob bob
+  run alice alice
+}
+
+case $scenario in
+huge-cpu)
+  # Claims of CPU 2^31 beside a live, unbound process of mallory's.
+  read -r p s < <(msleep)
+  forge "$p" "$s" '"2147483648"'
+  forge "$p" "$s" '"0-1,2147483648"'
+  forge "$p" "$s" '"0-18446744073709551615"'
+  forge "$p" "$s" "\"$(printf '0-1048576,%.0s' $(seq 2000))0\""
+  honest
+  ;;
+bound-inside)
+  # mallory's process really runs on CPU 0; her claim says 0-1: she holds 0, not 1.
+  read -r p s < <(msleep 0)
+  forge "$p" "$s" '"0-1"'
+  # And an unbound process beside a claim of everything holds nothing.
+  read -r p2 s2 < <(msleep)
+  forge "$p2" "$s2" '"0-1"'
+  run alice alice
+  ;;
+squat)
+  # mallory takes the users' directory names first, in every form she can.
+  as mallory mkdir -m 0777 "/dev/shm/binder-ledger.$(uid alice)"
+  as mallory mkfifo "/dev/shm/binder-ledger.$(uid bob)"
+  as mallory mkdir -m 0777 /dev/shm/binder-ledger /dev/shm/binder-ledger.x
+  as mallory ln -s /dev/shm/binder-ledger.x "/dev/shm/binder-ledger.$(uid bob).0"
+  as mallory mkdir "/dev/shm/binder-ledger.$(uid alice).ffffffffffffffff"
+  honest
+  # Her lock on anything of alice's is refused: alice's directory is hers alone.
+  d=$(ls -d /dev/shm/binder-ledger."$(uid alice)".* | grep -v ffff | head -1)
+  as mallory flock -n "$d/.lock" true 2>/dev/null && echo "mallory locked alice's lock"
+  as mallory touch "$d/c.1.1.0.x" 2>/dev/null && echo "mallory wrote in alice's directory"
+  ;;
+flood)
+  # Tens of thousands of junk names in /dev/shm and in mallory's directory, some with
+  # the users' own prefixes, some directories, some FIFOs.
+  d=$(mdir)
+  as mallory bash -c '
+    cd /dev/shm
+    for i in $(seq 6000); do : >"binder-ledger.junk$i"; done
+    for i in $(seq 3000); do mkdir "binder-ledger.$1.$i" "binder-ledger.$2.$i"; done
+    for i in $(seq 20); do mkfifo "binder-ledger.fifo$i"; done
+    cd "$3"
+    for i in $(seq 20000); do : >"c.$i.$i.0.junk"; done
+    for i in $(seq 20); do mkfifo "c.1$i.1.0.fifo"; done
+  ' sh "$(uid alice)" "$(uid bob)" "$d"
+  honest
+  ;;
+big)
+  # 64 live processes, each with a 200 KB claim, and one 16 MiB claim.
+  d=$(mdir)
+  cpus="\"$(seq -s, 0 20000)\""
+  for _ in $(seq 64); do
+    read -r p s < <(msleep)
+    forge "$p" "$s" "$cpus"
+  done
+  read -r p s < <(msleep 0)
+  as mallory sh -c 'head -c 16777216 /dev/zero | tr "\0" " " >"$1"' sh "$d/c.$p.$s.0.huge"
+  honest
+  ;;
+node-output)
+  # A claim that holds (bound inside) with escape codes and fake lines in every field
+  # mallory writes, and file names with control characters.
+  read -r p s < <(msleep 0)
+  job=$(printf '\\u001b[2J\\u001b[31mMALLORY\\nFAKE-LINE %.0s' $(seq 3000))
+  forge "$p" "$s" '"0"' "$job" '["\u001b]0;owned\u0007","0000:01:00.0"]'
+  d=$(mdir)
+  as mallory bash -c 'cd "$1"; : >"c.$2.$3.0.$(printf "\e[2J\nFAKE-LINE")"; cd /dev/shm; mkdir "binder-ledger.$(printf "\e[31m\nFAKE-LINE")"' sh "$d" "$p" "$s"
+  t0=$(now_ms)
+  as alice "$BIN" node >"$scratch/node.out" 2>"$scratch/node.err"
+  echo "node-rc $? ms=$(( $(now_ms) - t0 ))"
+  echo "node-bytes $(cat "$scratch/node.out" "$scratch/node.err" | wc -c)"
+  cat "$scratch/node.out" "$scratch/node.err" >&2
+  ;;
+race)
+  # alice and bob start at the same moment, round after round, while mallory churns
+  # names in /dev/shm and in her directory; their jobs must never share a CPU.
+  d=$(mdir)
+  as mallory bash -c 'while :; do for i in $(seq 50); do : >"$1/c.$i.$i.0.x"; : >/dev/shm/binder-ledger.j$i; done; rm -f "$1"/c.* /dev/shm/binder-ledger.j*; sleep 0.02; done' sh "$d" &
+  rounds=${ROUNDS:-24}
+  for r in $(seq "$rounds"); do
+    pids=()
+    for who in alice bob; do
+      as "$who" setsid "$BIN" "$scratch/one.yaml" -- sh -c \
+        'echo "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" >"$0"; sleep 0.3' \
+        "$scratch/r$r.$who" 2>"$scratch/r$r.$who.err" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    echo "round $r alice=$(cat "$scratch/r$r.alice" 2>/dev/null) bob=$(cat "$scratch/r$r.bob" 2>/dev/null)"
+    cat "$scratch/r$r.alice.err" "$scratch/r$r.bob.err" >&2
+  done
+  ;;
+short-jobs)
+  # 64 jobs of 4 short tasks each (all four bound to one core, Grid Engine host mode),
+  # alice's and bob's in turn, eight at a time; each task starts after 0-0.3 s and runs
+  # 0.1-0.3 s, so ranks often start after their job's first ranks ended and another job
+  # took the core. No two jobs may ever run on one CPU at the same time.
+  cat >"$scratch/task.sh" <<'EOT'
+t0=$(date +%s%N)
+c=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+sleep "0.$((1 + $$ % 3))"
+echo "task $1 $2 $c $t0 $(date +%s%N)"
+EOT
+  chmod 644 "$scratch/task.sh"
+  for j in $(seq "${JOBS:-64}"); do
+    who=alice; [ $((j % 2)) = 0 ] && who=bob
+    as "$who" setsid bash -c '
+      for r in 0 1 2 3; do
+        ( sleep "0.$((RANDOM % 4))"
+          "$1" --local-rank $r --local-size 4 --ge "-btype host -bunit C -bamount 1" -- \
+            sh "$3/task.sh" "$2" $r >>"$3/tasks.$2.$r" 2>>"$3/err.$2" ) &
+      done
+      wait' sh "$BIN" "$j" "$scratch" &
+    [ $((j % 8)) = 0 ] && wait
+  done
+  wait
+  cat "$scratch"/tasks.* 2>/dev/null
+  cat "$scratch"/err.* >&2 2>/dev/null
+  ;;
+*)
+  echo "unknown scenario $scenario" >&2
+  exit 2
+  ;;
+esac
+exit 0

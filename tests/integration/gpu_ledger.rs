@@ -1,0 +1,211 @@
+//! GPUs through real launches (SEMANTICS §9's last bullet, §13): on a shared GPU node's
+//! XML loaded as this system (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM=1`) with `bind: none`,
+//! concurrent jobs never get one GPU, and a job's inherited allocation (an index or a
+//! UUID list) is what its tasks choose from, written back in its own words.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::common::{binder, shared, topology};
+
+/// The SPR node with 4 H100s (PCI order: cuda0..cuda3 at 4e, 5f, cb, db).
+const NODE: &str = "spr8480-2s-112c-smt2-snc4-4h100.xml";
+
+const SHAPE: &str = "options:\n  bind: none\n  gpus-per-task: 1\nresources:\n  - type: machine\n";
+
+/// A scratch directory with the shape, and a ledger and a cache of its own.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("binder-gpu-ledger-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gpu.yaml"), SHAPE).unwrap();
+    dir
+}
+
+/// `binder gpu.yaml -- sh -c 'echo CUDA_VISIBLE_DEVICES; sleep HOLD'` on `xml`, with
+/// `env`: a job of its own (its own session), or with `args` naming a rank, a rank of the
+/// job of this test's process group (this test's ledger holds no other).
+fn job(dir: &Path, xml: &Path, env: &[(&str, &str)], args: &[&str], hold: &str) -> Child {
+    let base = binder();
+    let mut setsid = if args.is_empty() {
+        let mut setsid = Command::new("setsid");
+        setsid.arg(base.get_program());
+        setsid
+    } else {
+        Command::new(base.get_program())
+    };
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => setsid.env(k, v),
+            None => setsid.env_remove(k),
+        };
+    }
+    setsid
+        .current_dir(crate::common::root())
+        .env("HWLOC_XMLFILE", xml)
+        .env("HWLOC_THISSYSTEM", "1")
+        .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+        .env("BINDER_CACHE_DIR", dir.join("cache"))
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .envs(env.iter().copied())
+        .args(args)
+        .arg(dir.join("gpu.yaml"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo \"$CUDA_VISIBLE_DEVICES\"; exec sleep \"$0\"",
+            hold,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    setsid.spawn().unwrap()
+}
+
+/// The first line a job printed (its CUDA_VISIBLE_DEVICES), after it ends.
+fn first_line(child: Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[test]
+fn concurrent_jobs_never_get_one_gpu() {
+    let Some(shared) = shared() else { return };
+    let xml = topology(&shared, NODE);
+    let dir = scratch("two");
+    // Four jobs started at once on four GPUs: each its own, whatever the order.
+    let jobs: Vec<Child> = (0..4).map(|_| job(&dir, &xml, &[], &[], "2")).collect();
+    let mut got: Vec<String> = jobs.into_iter().map(first_line).collect();
+    got.sort();
+    assert_eq!(got, ["0", "1", "2", "3"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_fifth_job_is_refused_while_four_hold_every_gpu() {
+    let Some(shared) = shared() else { return };
+    let xml = topology(&shared, NODE);
+    let dir = scratch("five");
+    let jobs: Vec<Child> = (0..4).map(|_| job(&dir, &xml, &[], &[], "3")).collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let fifth = job(&dir, &xml, &[], &[], "0").wait_with_output().unwrap();
+    assert_eq!(fifth.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&fifth.stderr);
+    assert!(err.contains("GPUs"), "{err}");
+    for j in jobs {
+        first_line(j);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_inherited_list_is_the_jobs_pool_in_its_own_words() {
+    let Some(shared) = shared() else { return };
+    let xml = topology(&shared, NODE);
+    let dir = scratch("inherited");
+    let env = [("CUDA_VISIBLE_DEVICES", "2,3")];
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| {
+            let rank = r.to_string();
+            let args = ["--local-rank", &rank, "--local-size", "2"];
+            job(&dir, &xml, &env, &args, "1")
+        })
+        .collect();
+    let got: Vec<String> = ranks.into_iter().map(first_line).collect();
+    assert_eq!(got, ["2", "3"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_uuid_list_keeps_its_uuids() {
+    let Some(shared) = shared() else { return };
+    let dir = scratch("uuid");
+    // The shared XML's UUIDs are zeroed: give each GPU its own (in document order, which
+    // is PCI order here: cuda0..cuda3).
+    let text = std::fs::read_to_string(topology(&shared, NODE)).unwrap();
+    let mut n = 0;
+    let text: String = text
+        .split("GPU-00000000-0000-0000-0000-000000000000")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part.to_owned()
+            } else {
+                n += 1;
+                format!("GPU-{n}{n}{n}{n}aaaa-0000-0000-0000-00000000000{n}{part}")
+            }
+        })
+        .collect();
+    assert_eq!(n, 4);
+    let xml = dir.join("node.xml");
+    std::fs::write(&xml, text).unwrap();
+    // GPU 3 (4444…) and GPU 1 (2222…, a prefix, as CUDA takes it), in the user's order.
+    let env = [(
+        "CUDA_VISIBLE_DEVICES",
+        "GPU-4444aaaa-0000-0000-0000-000000000004,GPU-2222",
+    )];
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| {
+            let rank = r.to_string();
+            let args = ["--local-rank", &rank, "--local-size", "2"];
+            job(&dir, &xml, &env, &args, "1")
+        })
+        .collect();
+    let got: Vec<String> = ranks.into_iter().map(first_line).collect();
+    // Dealt in PCI order: GPU 1 to rank 0, GPU 3 to rank 1; each named as inherited.
+    assert_eq!(
+        got,
+        ["GPU-2222", "GPU-4444aaaa-0000-0000-0000-000000000004"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_dry_run_applies_the_inherited_list_too() {
+    let Some(shared) = shared() else { return };
+    let xml = topology(&shared, NODE);
+    let out = crate::common::run(
+        binder()
+            .env("CUDA_VISIBLE_DEVICES", "2,3")
+            .args(["--dry-run", "--topology"])
+            .arg(&xml)
+            .args([
+                "--local-size",
+                "2",
+                "--gpus-per-task",
+                "1",
+                "--format",
+                "json",
+                "--show-env",
+            ])
+            .arg("shapes/bind-none.yaml"),
+        0,
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let gpus: Vec<&serde_json::Value> = lines.iter().map(|l| &l["gpus"]).collect();
+    assert_eq!(gpus, [&serde_json::json!([2]), &serde_json::json!([3])]);
+    let busids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["gpu_busids"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(busids, ["0000:cb:00.0", "0000:db:00.0"]);
+    let env = lines[1]["env"].to_string();
+    assert!(
+        env.contains("\"CUDA_VISIBLE_DEVICES\":\"3\"") || env.contains("CUDA_VISIBLE_DEVICES=3"),
+        "{env}"
+    );
+}
