@@ -11,6 +11,8 @@
 # its file (benches/concurrent.sh measures those). Cache and ledger live on tmpfs, as
 # their defaults do (/dev/shm, $XDG_RUNTIME_DIR).
 # Targets: warm <= 1.2x taskset (2-CPU VM; <= 1.5x on a 16-core node), cold <= 0.5x hwloc-bind.
+# With BURST=N, N short one-core jobs (each its own session, so its own job) run first:
+# what a launch costs right after a burst of short jobs left their files behind.
 # Usage: benches/launch.sh [GPU_SHAPE] [ROUNDS]   (needs numactl, hwloc; builds binder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,13 @@ cache=$(mktemp -d -p /dev/shm)
 ledger=$(mktemp -d -p /dev/shm)
 export BINDER_CACHE_DIR=$cache BINDER_LEDGER_DIR=$ledger
 target/release/binder shapes/cores-packed.yaml -- true   # fills the cache
+if [ "${BURST:-0}" -gt 0 ]; then
+  one=$(mktemp --suffix .yaml)
+  printf 'resources:\n  - type: core\n' >"$one"
+  for _ in $(seq "$BURST"); do setsid target/release/binder "$one" -- true; done
+  rm -f "$one"
+  echo "after a burst of $BURST short jobs: $(ls "$ledger"/binder-ledger.* | wc -l) files left in the ledger"
+fi
 out=$(mktemp)
 benches/interleave.py "$rounds" \
   "taskset -c 0 true" \

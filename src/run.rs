@@ -12,6 +12,7 @@ use crate::{cache, ge, identity, launch, ledger, report};
 use crate::{fill_ge_topology, load_topology, plan};
 
 mod around;
+mod planner;
 mod shared;
 
 /// What a launch plans, for the ledger's path. The parsed shape is the planner's
@@ -248,7 +249,7 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
                 identity: &identity,
                 gpus: crate::gpu::Grant::from_env(&|k| env.var(k)),
             };
-            match shared::launch(&ledger, &job, env, command, &mut shared::Warm, err) {
+            match shared::launch(&ledger, &job, env, command, &mut planner::Warm, err) {
                 shared::Stopped::Error(e) => e,
                 // binder-full says why, or refuses under BINDER_LEDGER=require.
                 shared::Stopped::Uncoordinated(_) => Error::HandOver,
@@ -311,7 +312,7 @@ pub fn run(
                     identity: &identity,
                     gpus: grant.clone(),
                 };
-                let mut planner = shared::Full::new(&shape);
+                let mut planner = planner::Full::new(&shape);
                 match shared::launch(&ledger, &job, env, command, &mut planner, err) {
                     shared::Stopped::Error(e) => return Err(e),
                     shared::Stopped::Uncoordinated(why) => Some(why),

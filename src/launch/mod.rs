@@ -161,7 +161,7 @@ pub fn prepare(
     for &c in &view.cpus {
         cpuset.set(c);
     }
-    if !unbound && view.apply {
+    if !unbound && view.apply && options.started_on.is_none() {
         bind::bind_cpus(topology, &cpuset)?;
     }
     if options.membind {
@@ -186,7 +186,8 @@ pub fn prepare_cached(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
-    if view.is_bound() && view.apply {
+    // The node ledger binds before it records the task (`started_on` says so).
+    if view.is_bound() && view.apply && options.started_on.is_none() {
         bind::bind_cpus_raw(&view.cpus)?;
     }
     finish(view, identity, options, stderr)

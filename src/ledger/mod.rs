@@ -28,7 +28,9 @@
 //! Because every task writes before it re-reads, of two overlapping tasks at least one
 //! sees the other, and the markers tell it whether the other has seen it.
 
+mod fsio;
 pub mod node;
+pub mod others;
 pub mod store;
 pub mod verify;
 

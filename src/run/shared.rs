@@ -8,16 +8,15 @@
 //! Binding happens *before* the claim is written, so a reader finds this PID bound as its
 //! claim says (a claim whose task is not bound inside it counts for nothing).
 //!
-//! The flow is shared by the two executables through [`Planner`]: `binder-full` loads the
-//! hwloc topology when it must ([`Full`]); the `binder` front, linked without libhwloc,
-//! only reads the node cache and hands over when that is not enough ([`Warm`]).
+//! The flow is shared by the two executables through [`Planner`] (`super::planner`).
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::around::{self, Avoid};
-use super::{cache_lookup, launch_options, node_cache, Job};
+use super::around::Avoid;
+use super::planner::Planner;
+use super::Job;
 use crate::error::Error;
 use crate::identity::job::{job_of, JobId};
 use crate::identity::Env;
@@ -25,166 +24,13 @@ use crate::launch::env::TaskView;
 use crate::ledger::store::Own;
 use crate::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
 use crate::procfs::{Procs, RealOnce};
-use crate::shape::{Pack, Shape};
-use crate::topology::{self, Topology};
+use crate::shape::Pack;
 use crate::{launch, report};
-
-/// The task's environment, and the variables to remove from it.
-type TaskEnv = (Vec<(String, String)>, Vec<&'static str>);
-
-/// A new job's plan: every rank's view, and the packing policy recorded with the job.
-pub(super) type Planned = (Vec<TaskView>, Pack);
 
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
 /// How long a task waits for a later task that overlaps it to move or confirm.
 const SETTLE: Duration = Duration::from_millis(100);
-
-/// What the ledger's flow cannot read from the ledger: a plan when this job has none yet,
-/// and the binding itself. Every method may answer [`Error::HandOver`] before anything
-/// was changed; none may after [`Planner::prepare`] bound the process.
-pub(super) trait Planner {
-    /// The plan when no other job holds anything.
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error>;
-    /// The plan around what `scan` holds and `avoid` (this job's own running ranks).
-    fn around(
-        &mut self,
-        job: &Job<'_>,
-        scan: &Scan,
-        avoid: &Avoid,
-        err: &mut impl Write,
-    ) -> Result<Planned, Error>;
-    /// Binds this process as `view` says; the task's environment and the variables to
-    /// remove from it. `started_on` is the affinity binder started with, when the flow
-    /// bound the process already.
-    fn prepare(
-        &mut self,
-        job: &Job<'_>,
-        view: &TaskView,
-        command: &[OsString],
-        started_on: Option<&[usize]>,
-        err: &mut impl Write,
-    ) -> Result<TaskEnv, Error>;
-    /// Whether the job may share units with other jobs (`--share`, `options.share`).
-    fn shares(&self) -> bool;
-}
-
-/// `binder-full`'s planner: the parsed shape, the node cache, else the hwloc topology
-/// (loaded once).
-pub(super) struct Full<'a> {
-    shape: &'a Shape,
-    topology: Option<Topology>,
-}
-
-impl<'a> Full<'a> {
-    pub(super) fn new(shape: &'a Shape) -> Full<'a> {
-        Full {
-            shape,
-            topology: None,
-        }
-    }
-}
-
-impl Planner for Full<'_> {
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
-        let pack = self.shape.options.pack.unwrap_or_default();
-        let views = around::plain(job, self.shape, &mut self.topology, err)?;
-        Ok((views, pack))
-    }
-
-    fn around(
-        &mut self,
-        job: &Job<'_>,
-        scan: &Scan,
-        avoid: &Avoid,
-        err: &mut impl Write,
-    ) -> Result<Planned, Error> {
-        let pack = self.shape.options.pack.unwrap_or_default();
-        let views = around::around(job, self.shape, scan, avoid, &mut self.topology, err)?;
-        Ok((views, pack))
-    }
-
-    /// `--verbose` and `membind` load a topology when planning did not.
-    fn prepare(
-        &mut self,
-        job: &Job<'_>,
-        view: &TaskView,
-        command: &[OsString],
-        started_on: Option<&[usize]>,
-        err: &mut impl Write,
-    ) -> Result<TaskEnv, Error> {
-        let (config, identity, shape) = (job.config, job.identity, self.shape);
-        if (config.verbose || view.membind) && self.topology.is_none() {
-            self.topology = Some(around::load(job, shape)?);
-        }
-        // hwloc's plugin blocklist, set in binder's environment when a topology was
-        // loaded, is kept from the task.
-        let scrub = if self.topology.is_some() {
-            topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
-        } else {
-            Vec::new()
-        };
-        let options = launch::Options {
-            started_on,
-            ..launch_options(config, view, command, &scrub)
-        };
-        let env = launch::prepare(view, self.topology.as_ref(), identity, &options, err)?;
-        Ok((env, scrub))
-    }
-
-    fn shares(&self) -> bool {
-        self.shape.options.share
-    }
-}
-
-/// The `binder` front's planner: the node cache or nothing. `--verbose` and `membind`
-/// need the topology: its caller hands `--verbose` over, and it hands over a rank whose
-/// view says `membind`.
-pub(super) struct Warm;
-
-impl Planner for Warm {
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
-        let (config, identity) = (job.config, job.identity);
-        node_cache(config, false, job.text, identity.size, err)
-            .and_then(|pair| cache_lookup(&pair, err))
-            .ok_or(Error::HandOver)
-    }
-
-    fn around(
-        &mut self,
-        _: &Job<'_>,
-        _: &Scan,
-        _: &Avoid,
-        _: &mut impl Write,
-    ) -> Result<Planned, Error> {
-        Err(Error::HandOver)
-    }
-
-    fn prepare(
-        &mut self,
-        job: &Job<'_>,
-        view: &TaskView,
-        command: &[OsString],
-        _: Option<&[usize]>,
-        err: &mut impl Write,
-    ) -> Result<TaskEnv, Error> {
-        if view.membind {
-            return Err(Error::HandOver);
-        }
-        let (config, identity) = (job.config, job.identity);
-        let options = launch_options(config, view, command, &[]);
-        Ok((
-            launch::prepare_cached(view, identity, &options, err)?,
-            Vec::new(),
-        ))
-    }
-
-    /// Unknown without the parsed shape: a joining rank reads it from its job's plan,
-    /// and anything else that would need it hands over to `binder-full`.
-    fn shares(&self) -> bool {
-        false
-    }
-}
 
 /// How a ledgered launch ended without exec'ing.
 pub(super) enum Stopped {
@@ -278,7 +124,7 @@ impl Flow<'_, '_> {
         let key = &self.key;
         let base = job_of(identity, env, self.procs);
         let mut own = ledger.list_own(self.procs);
-        ledger.tidy(&mut own, now, hz);
+        ledger.tidy(&mut own);
         let young = |made: u64| now.saturating_sub(made) < ledger::GRACE_SECS * hz;
         let part = base.file_part();
         let joined = ledger.read_plan(&base).filter(|p| {
@@ -332,8 +178,19 @@ impl Flow<'_, '_> {
             (claim.pid, claim.start) = self.me;
             let name = ledger.write_claim(&claim).map_err(Stopped::Uncoordinated)?;
             self.claimed = Some(name.clone());
-            if share || self.settle(&claim) {
-                ledger.confirm(self.me.0, self.me.1);
+            let settled = if share {
+                Some(true)
+            } else {
+                self.settle(&claim)
+            };
+            if let Some(seen) = settled {
+                // The marker tells a rival that started earlier and overlaps this claim
+                // that this task has read the others: it then moves instead of waiting.
+                // With nobody else's claim in sight there is no rival to tell (one that
+                // comes later and overlaps waits at most `SETTLE`, then moves).
+                if seen {
+                    ledger.confirm(self.me.0, self.me.1);
+                }
                 return Ok((view, id));
             }
             // Another job's task goes first: take the claim back and plan around it.
@@ -419,9 +276,12 @@ impl Flow<'_, '_> {
             made: now,
             tasks,
         };
-        self.ledger
-            .write_plan(&plan)
-            .map_err(Stopped::Uncoordinated)?;
+        // Only the job's other ranks read a plan: a one-task job needs none.
+        if self.job.identity.size > 1 {
+            self.ledger
+                .write_plan(&plan)
+                .map_err(Stopped::Uncoordinated)?;
+        }
         Ok((view, pack))
     }
 
@@ -437,18 +297,18 @@ impl Flow<'_, '_> {
         Ok(())
     }
 
-    /// Reads the other users' claims again until this claim is clear (true) or another
-    /// task goes first (false).
-    fn settle(&self, claim: &Claim) -> bool {
+    /// Reads the other users' claims again until this claim is clear (`Some`: whether
+    /// any other claim was in sight) or another task goes first (`None`).
+    fn settle(&self, claim: &Claim) -> Option<bool> {
         let until = Instant::now() + SETTLE;
         let me = (self.me.1, self.me.0);
         loop {
             let mut again = Scan::default();
             self.ledger.scan_others(self.procs, &mut again);
             match ledger::verdict(&claim.cpus, &claim.gpus, me, &again.holders) {
-                Verdict::Clear => return true,
-                Verdict::Yield => return false,
-                Verdict::Wait if Instant::now() >= until => return false,
+                Verdict::Clear => return Some(!again.holders.is_empty()),
+                Verdict::Yield => return None,
+                Verdict::Wait if Instant::now() >= until => return None,
                 Verdict::Wait => std::thread::sleep(Duration::from_millis(1)),
             }
         }
