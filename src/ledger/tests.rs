@@ -286,6 +286,11 @@ fn the_root_must_be_safe_from_other_users() {
     let d = dir.display().to_string();
     let e = Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone())).unwrap_err();
     assert!(e.contains("not sticky"), "{e}");
+    // The setup a site may make (tmpfiles.d `d /run/binder-ledger 1777 root root -`):
+    // sticky and open to all, owned by root (here, this user).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let ledger = Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone())).unwrap();
+    assert!(ledger.dir().starts_with(&dir));
     assert_eq!(
         Ledger::open(&|k| (k == "BINDER_LEDGER").then(|| "off".into())).unwrap_err(),
         "BINDER_LEDGER=off"

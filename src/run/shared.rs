@@ -127,18 +127,23 @@ impl Flow<'_, '_> {
         ledger.tidy(&mut own);
         let young = |made: u64| now.saturating_sub(made) < ledger::GRACE_SECS * hz;
         let part = base.file_part();
-        let joined = ledger.read_plan(&base).filter(|p| {
+        let plan = own
+            .plans
+            .contains(&part)
+            .then(|| ledger.read_plan(&base))
+            .flatten();
+        let in_use = own.alive(&part) || plan.as_ref().is_some_and(|p| young(p.made));
+        let joined = plan.filter(|p| {
             p.key == *key
                 && p.tasks.len() == identity.size
                 && !own.started(&part, identity.rank)
                 && (young(p.made) || own.alive(&part))
         });
-        // A plan of this job id that cannot be joined and is still in use belongs to
-        // another instance (the same process group launching again): a new id.
-        let id = if joined.is_none()
-            && own.plans.contains(&part)
-            && (own.alive(&part) || ledger.read_plan(&base).is_some_and(|p| young(p.made)))
-        {
+        // A job id still in use (a task of it lives, or its plan is young) that this task
+        // cannot join belongs to another instance (the same process group launching
+        // again, two `binder … &` lines of one script): a new id. One-task jobs write no
+        // plan, so their live claims are what says so.
+        let id = if joined.is_none() && in_use {
             base.instance(self.me.0)
         } else {
             base

@@ -384,8 +384,9 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
     }
     let elapsed = started.elapsed();
     assert_eq!(jobs.len(), 8, "{jobs:?}");
-    // One plan per job, of 32 ranks: every rank of a job joined its first task's plan
-    // (a rank that planned again would have printed another job id above).
+    // One plan per job, of 32 ranks: every rank of a job joined its first task's plan (a
+    // rank that planned again would have printed another job id above). Plans whose tasks
+    // all ended are removed by later launches, so at most 8 are left.
     let mut files = 0;
     for e in std::fs::read_dir(own_dir(&dir)).unwrap() {
         let path = e.unwrap().path();
@@ -399,7 +400,7 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
         assert!(jobs.contains(v["job"].as_str().unwrap()), "{path:?}");
         assert_eq!(v["tasks"].as_array().unwrap().len(), 32);
     }
-    assert_eq!(files, 8);
+    assert!((1..=8).contains(&files), "{files} plans");
     eprintln!("8 jobs x 32 tasks through the ledger: {elapsed:?}, failures 0");
     let _ = std::fs::remove_dir_all(&dir);
 }
