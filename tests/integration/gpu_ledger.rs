@@ -78,6 +78,18 @@ fn first_line(child: Child) -> String {
         .to_owned()
 }
 
+/// What the two ranks of one two-rank job print, started at once.
+fn two_ranks(dir: &Path, xml: &Path, env: &[(&str, &str)]) -> Vec<String> {
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| {
+            let rank = r.to_string();
+            let args = ["--local-rank", &rank, "--local-size", "2"];
+            job(dir, xml, env, &args, "1")
+        })
+        .collect();
+    ranks.into_iter().map(first_line).collect()
+}
+
 #[test]
 fn concurrent_jobs_never_get_one_gpu() {
     let Some(shared) = shared() else { return };
@@ -96,14 +108,24 @@ fn a_fifth_job_is_refused_while_four_hold_every_gpu() {
     let Some(shared) = shared() else { return };
     let xml = topology(&shared, NODE);
     let dir = scratch("five");
-    let jobs: Vec<Child> = (0..4).map(|_| job(&dir, &xml, &[], &[], "3")).collect();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut jobs: Vec<Child> = (0..4).map(|_| job(&dir, &xml, &[], &[], "60")).collect();
+    // Each of the four is bound once it has printed its GPU.
+    for j in &mut jobs {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(j.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(!line.trim().is_empty());
+    }
     let fifth = job(&dir, &xml, &[], &[], "0").wait_with_output().unwrap();
     assert_eq!(fifth.status.code(), Some(125));
     let err = String::from_utf8_lossy(&fifth.stderr);
     assert!(err.contains("GPUs"), "{err}");
-    for j in jobs {
-        first_line(j);
+    for mut j in jobs {
+        j.kill().unwrap();
+        j.wait().unwrap();
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -113,15 +135,7 @@ fn an_inherited_list_is_the_jobs_pool_in_its_own_words() {
     let Some(shared) = shared() else { return };
     let xml = topology(&shared, NODE);
     let dir = scratch("inherited");
-    let env = [("CUDA_VISIBLE_DEVICES", "2,3")];
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| {
-            let rank = r.to_string();
-            let args = ["--local-rank", &rank, "--local-size", "2"];
-            job(&dir, &xml, &env, &args, "1")
-        })
-        .collect();
-    let got: Vec<String> = ranks.into_iter().map(first_line).collect();
+    let got = two_ranks(&dir, &xml, &[("CUDA_VISIBLE_DEVICES", "2,3")]);
     assert_eq!(got, ["2", "3"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -154,14 +168,7 @@ fn a_uuid_list_keeps_its_uuids() {
         "CUDA_VISIBLE_DEVICES",
         "GPU-4444aaaa-0000-0000-0000-000000000004,GPU-2222",
     )];
-    let ranks: Vec<Child> = (0..2)
-        .map(|r| {
-            let rank = r.to_string();
-            let args = ["--local-rank", &rank, "--local-size", "2"];
-            job(&dir, &xml, &env, &args, "1")
-        })
-        .collect();
-    let got: Vec<String> = ranks.into_iter().map(first_line).collect();
+    let got = two_ranks(&dir, &xml, &env);
     // Dealt in PCI order: GPU 1 to rank 0, GPU 3 to rank 1; each named as inherited.
     assert_eq!(
         got,
