@@ -2,7 +2,7 @@
 # The node ledger against a hostile user (SEMANTICS §13.1), as three real users would meet
 # on one node: alice and bob run honest jobs, mallory does whatever she can to the ledger.
 #
-#   unshare --mount --propagation private bash tests/e2e/hostile.sh BIN SCENARIO
+#   unshare --mount --propagation unchanged bash tests/e2e/hostile.sh BIN SCENARIO
 #
 # Run as root inside a private mount namespace: /dev/shm (binder's default ledger root)
 # becomes a fresh tmpfs that nobody set up, so the host's is never touched. The users
@@ -18,6 +18,12 @@ scenario=$2
 # every process of theirs.
 exec 9>/tmp/binder-hostile.lock
 flock 9
+# Nothing mounted here may reach the host: make the mounts of this namespace private (the
+# whole tree, or, in a chroot where / is no mount point, the mount that holds /dev/shm).
+if ! mount --make-rprivate / 2>/dev/null; then
+  mp=$(findmnt -no TARGET -T /dev/shm) && mount --make-rprivate "$mp" ||
+    { echo "cannot make the mount holding /dev/shm private" >&2; exit 77; }
+fi
 mount -t tmpfs -o mode=1777,size=512m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm" >&2; exit 77; }
 scratch=$(mktemp -d /tmp/binder-hostile.XXXXXX)
 chmod 1777 "$scratch"
