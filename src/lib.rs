@@ -23,6 +23,7 @@ pub mod explain;
 pub mod ge;
 pub mod gpu;
 pub mod identity;
+pub mod input;
 pub mod launch;
 pub mod ledger;
 pub mod nic;

@@ -161,6 +161,8 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
             if !path.exists() {
                 return Err(xml_error("no such file".into()));
             }
+            // hwloc would block on a FIFO and read a device forever.
+            crate::input::regular(path).map_err(xml_error)?;
             builder
                 .from_xml_file(path)
                 .map_err(|e| xml_error(e.to_string()))?

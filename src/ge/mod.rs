@@ -102,6 +102,9 @@ pub fn place(tree: &Tree, request: &Request, tasks: usize) -> Result<(Placement,
 pub fn pus(tree: &Tree, threads: &[usize]) -> Vec<usize> {
     let mut out: Vec<usize> = threads.iter().filter_map(|&t| tree.nodes[t].os).collect();
     out.sort_unstable();
+    // Once each: with `-btype host` every task lists the same threads, and
+    // `GCS_BINDING` names the job's CPUs, not one copy per task.
+    out.dedup();
     out
 }
 

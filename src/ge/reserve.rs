@@ -46,22 +46,21 @@ pub fn site_text(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<(String, String)>, GeError> {
     let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(GeError::Reserve {
-                what: path,
-                why: format!("cannot read the site file: {e}"),
-            })
-        }
-    };
-    if text.len() > 64 * 1024 {
-        return Err(GeError::Reserve {
-            what: path,
-            why: "the site file is larger than 64 KiB".into(),
-        });
+    if !std::path::Path::new(&path).exists() {
+        return Ok(None);
     }
+    // Size checked before reading; a FIFO or device (`/dev/zero`) is refused unread.
+    let bytes =
+        crate::input::read_bounded(std::path::Path::new(&path), 64 * 1024).map_err(|why| {
+            GeError::Reserve {
+                what: path.clone(),
+                why: format!("cannot read the site file: {why}"),
+            }
+        })?;
+    let text = String::from_utf8(bytes).map_err(|_| GeError::Reserve {
+        what: path.clone(),
+        why: "the site file is not UTF-8 text".into(),
+    })?;
     Ok(Some((path, text)))
 }
 

@@ -97,6 +97,15 @@ pub fn read_text(path: &Path) -> Result<String, ShapeError> {
             "it is a directory; give the YAML file inside it".into(),
         ));
     }
+    // A FIFO or a device is never read (a FIFO without a writer blocks forever), and the
+    // size is checked before a byte is.
+    crate::input::regular(path).map_err(read_error)?;
+    if meta.len() > MAX_SHAPE_BYTES as u64 {
+        return Err(read_error(format!(
+            "it is larger than {} KiB; a shape is a few lines of YAML",
+            MAX_SHAPE_BYTES / 1024
+        )));
+    }
     let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
     // Sized from the metadata (capped): one `read` instead of a doubling series.
     let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_SHAPE_BYTES) + 1);
@@ -122,11 +131,7 @@ pub fn read_text(path: &Path) -> Result<String, ShapeError> {
 
 /// An I/O error as a short reason with what to check.
 fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file; check the path".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied; check the file's mode".into(),
-        _ => e.to_string(),
-    }
+    crate::input::reason(e)
 }
 
 /// 1-based line and column just after `bytes`.

@@ -13,11 +13,12 @@
 //! modes: both             both | launch | dry-run | as-is (ARGS exactly)
 //! args: {SHAPE} --local-size 2     words; "double quotes" group; {SHAPE} is the
 //!                         shape below, {GOOD} shapes/bind-none.yaml, {DIR} a scratch dir
-//! env: NAME=value         any number of these
+//! env: NAME=value         any number of these ({DIR} as in args)
 //! command: ./missing      instead of `touch MARKER` in launch mode
 //! escapes: yes            expand \t \0 \xHH \\ and {{repeat N:text}} in the shape
 //! script: #!/bin/missing  {DIR}/script, executable, with this `#!` line
 //! plain: text             {DIR}/plain, not executable
+//! fifo: yes               {DIR}/fifo, a named pipe nobody writes to
 //! ---
 //! the shape file, verbatim
 //! ```
@@ -43,6 +44,8 @@ struct Case {
     script: Option<String>,
     /// `{DIR}/plain`, written without the execute bit.
     plain: Option<String>,
+    /// Make `{DIR}/fifo`.
+    fifo: bool,
 }
 
 fn parse_case(text: &str) -> Case {
@@ -59,6 +62,7 @@ fn parse_case(text: &str) -> Case {
         shape: None,
         script: None,
         plain: None,
+        fifo: false,
     };
     let mut escapes = false;
     for line in head
@@ -90,6 +94,7 @@ fn parse_case(text: &str) -> Case {
             "escapes" => escapes = value == "yes",
             "script" => case.script = Some(value.to_owned()),
             "plain" => case.plain = Some(value.to_owned()),
+            "fifo" => case.fifo = value == "yes",
             other => panic!("unknown header `{other}`"),
         }
     }
@@ -257,6 +262,13 @@ fn bad_inputs_are_refused_on_one_line_and_never_run_the_task() {
         if let Some(text) = &case.plain {
             std::fs::write(dir.join("plain"), text).unwrap();
         }
+        if case.fifo {
+            let made = std::process::Command::new("mkfifo")
+                .arg(dir.join("fifo"))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(made, "mkfifo");
+        }
         let fill = |w: &String| {
             w.replace("{SHAPE}", &shape_path.to_string_lossy())
                 .replace("{GOOD}", "shapes/bind-none.yaml")
@@ -282,7 +294,9 @@ fn bad_inputs_are_refused_on_one_line_and_never_run_the_task() {
                         .collect()
                 }
             };
-            let out = run_limited(&full, &case.env);
+            let env: Vec<(String, String)> =
+                case.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect();
+            let out = run_limited(&full, &env);
             let shown = |s: &str| {
                 s.replace(&*dir.to_string_lossy(), "{DIR}")
                     .replace(&*root().to_string_lossy(), ".")

@@ -958,3 +958,31 @@ fn rankfile_names_socket_and_core() {
     }
     assert!(lines[0].starts_with("rank 0=") && lines[1].starts_with("rank 1="));
 }
+
+/// `GCS_BINDING` names the job's CPUs once each (issue 22: `-btype host` and every SGE
+/// `-binding` strategy listed each CPU once per task, `0 0 1 1` for two tasks).
+#[test]
+fn gcs_binding_lists_each_cpu_once() {
+    for request in ["-btype host -bunit C -bamount 2", "-binding linear:2"] {
+        let out = run(
+            binder().args([
+                "--dry-run",
+                "--synthetic",
+                "pack:1 core:4 pu:1",
+                "--local-size",
+                "2",
+                "--ge",
+                request,
+                "--format",
+                "json",
+                "--show-env",
+            ]),
+            0,
+        );
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let v: Json = serde_json::from_str(line).unwrap();
+            // By hand: both tasks are bound to cores 0 and 1 (PUs 0 and 1).
+            assert_eq!(v["env"]["GCS_BINDING"], "0 1", "{request}: {line}");
+        }
+    }
+}

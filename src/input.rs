@@ -1,0 +1,96 @@
+//! One way to read a file the user names (a shape, the site file, a topology XML): a
+//! regular file only, its size checked before a byte is read, at most a stated number of
+//! bytes. A FIFO, a device or `/dev/zero` is refused at once with a line saying so, never
+//! read until it ends (a FIFO with no writer would block forever, `/dev/zero` never ends).
+//! A helper every stage may use; it knows no stage's error type.
+
+use std::io::Read;
+use std::path::Path;
+
+/// Why a file could not be read, as the end of a message ("cannot read X: ...").
+pub type Why = String;
+
+/// Whether `path` names a regular file (following links); `Err` says what it is instead.
+pub fn regular(path: &Path) -> Result<std::fs::Metadata, Why> {
+    let meta = std::fs::metadata(path).map_err(|e| reason(&e))?;
+    let kind = meta.file_type();
+    if meta.is_file() {
+        return Ok(meta);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    Err(if kind.is_dir() {
+        "it is a directory; give a file inside it".into()
+    } else if kind.is_fifo() {
+        "it is a FIFO (a named pipe), not a file; give a regular file".into()
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "it is a device, not a file; give a regular file".into()
+    } else {
+        "it is not a regular file".into()
+    })
+}
+
+/// The bytes of the regular file `path`, when it has at most `max` of them.
+pub fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Why> {
+    let meta = regular(path)?;
+    if meta.len() > max as u64 {
+        return Err(too_large(max));
+    }
+    let file = std::fs::File::open(path).map_err(|e| reason(&e))?;
+    // Sized from the metadata: one `read`, not a doubling series.
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    file.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| reason(&e))?;
+    // It may have grown since the `stat`.
+    if bytes.len() > max {
+        return Err(too_large(max));
+    }
+    Ok(bytes)
+}
+
+fn too_large(max: usize) -> Why {
+    format!("it is larger than {} KiB", max / 1024)
+}
+
+/// An I/O error as the end of a message, saying what to check.
+pub fn reason(e: &std::io::Error) -> Why {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file; check the path".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied; check the file's mode".into(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_of_a_bounded_size_are_read() {
+        let dir = std::env::temp_dir().join(format!("binder-input-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("a.yaml");
+        std::fs::write(&file, "resources: []\n").unwrap();
+        assert_eq!(read_bounded(&file, 100).unwrap(), b"resources: []\n");
+        assert!(read_bounded(&file, 4).unwrap_err().contains("larger than"));
+        assert!(read_bounded(&dir, 100).unwrap_err().contains("directory"));
+        // A FIFO with no writer is refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        if std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(read_bounded(&fifo, 100).unwrap_err().contains("FIFO"));
+        }
+        // /dev/zero never ends: refused as a device, before a byte is read.
+        assert!(read_bounded(Path::new("/dev/zero"), 100)
+            .unwrap_err()
+            .contains("device"));
+        assert!(read_bounded(&dir.join("none"), 100)
+            .unwrap_err()
+            .starts_with("no such file"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
