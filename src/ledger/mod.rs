@@ -100,14 +100,6 @@ impl RawJobPlan {
     pub fn view(&self, rank: usize) -> Option<TaskView> {
         serde_json::from_str(self.tasks.get(rank)?.get()).ok()
     }
-
-    /// Every view, parsed (`None` when one does not parse).
-    pub fn views(&self) -> Option<Vec<TaskView>> {
-        self.tasks
-            .iter()
-            .map(|t| serde_json::from_str(t.get()).ok())
-            .collect()
-    }
 }
 
 /// One started task's claim: what it holds while it lives.
