@@ -322,10 +322,7 @@ pub fn run(
             Err(why) => Some(why),
         };
         if let Some(why) = why {
-            if env
-                .var("BINDER_LEDGER")
-                .is_some_and(|v| v.trim() == "require")
-            {
+            if ledger::store::required(&|k| env.var(k)) {
                 return Err(ledger::LedgerError::Required(why).into());
             }
             if identity.rank == 0 {

@@ -261,24 +261,33 @@ impl Scan {
     /// The CPUs held (OS numbers, ascending, deduplicated), before an exclusive job's
     /// widening to whole containers (which needs the topology: [`node::held_pus`]).
     pub fn cpus(&self) -> Vec<usize> {
-        let set: BTreeSet<usize> = self
-            .holders
-            .iter()
-            .flat_map(|h| h.cpus.iter().copied())
-            .chain(self.reserved.iter().flat_map(|r| r.cpus.iter().copied()))
-            .collect();
-        set.into_iter().collect()
+        union(
+            self.holders
+                .iter()
+                .map(|h| &h.cpus)
+                .chain(self.reserved.iter().map(|r| &r.cpus)),
+        )
     }
 
     /// The GPUs held (bus ids, sorted, deduplicated).
     pub fn gpus(&self) -> Vec<String> {
-        let set: BTreeSet<&String> = self
-            .holders
+        union(
+            self.holders
+                .iter()
+                .map(|h| &h.claim.gpus)
+                .chain(self.reserved.iter().map(|r| &r.gpus)),
+        )
+    }
+
+    /// Whether anything held (a live task's, or a same-user starting job's unstarted
+    /// ranks') shares a CPU with `cpus` (ascending) or a GPU with `gpus`.
+    pub fn overlaps(&self, cpus: &[usize], gpus: &[String]) -> bool {
+        let cpu = |held: &Vec<usize>| held.iter().any(|c| cpus.binary_search(c).is_ok());
+        let gpu = |held: &Vec<String>| held.iter().any(|g| gpus.contains(g));
+        self.holders
             .iter()
-            .flat_map(|h| h.claim.gpus.iter())
-            .chain(self.reserved.iter().flat_map(|r| r.gpus.iter()))
-            .collect();
-        set.into_iter().cloned().collect()
+            .any(|h| cpu(&h.cpus) || gpu(&h.claim.gpus))
+            || self.reserved.iter().any(|r| cpu(&r.cpus) || gpu(&r.gpus))
     }
 
     /// The live jobs, grouped from their tasks (owner, job), in first-seen order.
@@ -318,28 +327,24 @@ pub struct LiveJob<'s> {
 impl LiveJob<'_> {
     /// The CPUs its tasks hold (ascending).
     pub fn cpus(&self) -> Vec<usize> {
-        let set: BTreeSet<usize> = self
-            .tasks
-            .iter()
-            .flat_map(|t| t.cpus.iter().copied())
-            .collect();
-        set.into_iter().collect()
+        union(self.tasks.iter().map(|t| &t.cpus))
     }
 
     /// The GPUs its tasks hold (sorted).
     pub fn gpus(&self) -> Vec<String> {
-        let set: BTreeSet<&String> = self
-            .tasks
-            .iter()
-            .flat_map(|t| t.claim.gpus.iter())
-            .collect();
-        set.into_iter().cloned().collect()
+        union(self.tasks.iter().map(|t| &t.claim.gpus))
     }
 
     /// Its PIDs.
     pub fn pids(&self) -> Vec<u32> {
         self.tasks.iter().map(|t| t.claim.pid).collect()
     }
+}
+
+/// The sorted union of some lists.
+fn union<'a, T: Ord + Clone + 'a>(lists: impl Iterator<Item = &'a Vec<T>>) -> Vec<T> {
+    let set: BTreeSet<&T> = lists.flatten().collect();
+    set.into_iter().cloned().collect()
 }
 
 /// What a task does about the other claims that overlap its own.

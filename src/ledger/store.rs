@@ -104,6 +104,12 @@ impl Own {
     }
 }
 
+/// Whether `BINDER_LEDGER=require` asks to refuse a launch the ledger cannot coordinate,
+/// rather than run it bound but uncoordinated (SEMANTICS §13.1 item 3).
+pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env("BINDER_LEDGER").is_some_and(|v| v.trim() == "require")
+}
+
 /// Whether `BINDER_LEDGER` turns the ledger off.
 fn off(value: &str) -> bool {
     ["off", "0", "no", "false"].contains(&value.trim())
@@ -117,7 +123,7 @@ impl Ledger {
         if mode.as_deref().is_some_and(off) {
             return Err("BINDER_LEDGER=off".into());
         }
-        let require = mode.as_deref().is_some_and(|v| v.trim() == "require");
+        let require = required(env);
         let root = env("BINDER_LEDGER_DIR")
             .filter(|d| !d.is_empty())
             .map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from);

@@ -297,3 +297,25 @@ fn the_root_must_be_safe_from_other_users() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_late_rank_sees_live_tasks_and_reserved_units_alike() {
+    let mut scan = Scan::default();
+    scan.holders
+        .push(holder(8, 50, &[2, 3], &["0000:01:00.0"], true));
+    scan.reserved.push(Reserved {
+        job: JobId("mine:1".into()),
+        pack: Pack::Fill,
+        cpus: vec![6],
+        gpus: vec!["0000:02:00.0".into()],
+    });
+    let gpu = |g: &str| vec![g.to_owned()];
+    assert!(!scan.overlaps(&[0, 1, 4], &[]));
+    assert!(scan.overlaps(&[1, 3], &[]));
+    assert!(scan.overlaps(&[6], &[]));
+    assert!(scan.overlaps(&[], &gpu("0000:01:00.0")));
+    assert!(scan.overlaps(&[], &gpu("0000:02:00.0")));
+    assert!(!scan.overlaps(&[], &gpu("0000:03:00.0")));
+    assert_eq!(scan.cpus(), [2, 3, 6]);
+    assert_eq!(scan.gpus(), ["0000:01:00.0", "0000:02:00.0"]);
+}

@@ -158,9 +158,8 @@ impl Flow<'_, '_> {
             })?;
             // A late rank whose units another job took meanwhile plans again.
             let claim = Claim::of(&id, identity.rank, identity.size, raw.pack, &view);
-            let clash = ledger::verdict(&claim.cpus, &claim.gpus, (0, 0), &held(&scan));
             share |= raw.share;
-            if share || clash == Verdict::Clear {
+            if share || !scan.overlaps(&claim.cpus, &claim.gpus) {
                 if config.verbose {
                     report::emit(
                         err,
@@ -328,31 +327,4 @@ impl Flow<'_, '_> {
             let _ = launch::bind::bind_cpus_raw(&original);
         }
     }
-}
-
-/// Every unit `scan` holds, as holders (the same user's reserved units included, as
-/// confirmed holders of nobody's priority), for a late rank's check of its units.
-fn held(scan: &Scan) -> Vec<ledger::Holder> {
-    let mut out = scan.holders.clone();
-    for r in &scan.reserved {
-        out.push(ledger::Holder {
-            owner: 0,
-            claim: Claim {
-                format: ledger::FORMAT,
-                job: r.job.clone(),
-                rank: 0,
-                size: 0,
-                pid: 0,
-                start: 0,
-                cpus: r.cpus.clone(),
-                gpus: r.gpus.clone(),
-                pack: r.pack,
-                unit: String::new(),
-                places: 0,
-            },
-            cpus: r.cpus.clone(),
-            confirmed: true,
-        });
-    }
-    out
 }
