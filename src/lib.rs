@@ -208,6 +208,7 @@ pub fn plan_traced(
             unused_slots: Vec::new(),
             levels: Vec::new(),
             ge: None,
+            kinds: None,
         },
     };
     let unbound = |rank: usize| distribute::Task {
@@ -298,6 +299,8 @@ fn plan_one(
     let mut taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
     taken.extend_from_slice(held);
     let whole = topology;
+    // The node's performance PUs, when it has more than one kind of core (SEMANTICS §11).
+    let performance = crate::topology::performance_pus(whole.hw());
     let without;
     let topology = if request.is_none() && !taken.is_empty() {
         without = topology.without(&taken)?;
@@ -350,12 +353,12 @@ fn plan_one(
         _ => {
             // Slots are cut from binding units; with `bind: none` they are counted in cores.
             let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
-            let asks_kind = shape.items().iter().any(|r| shape.kind_of(r).is_some());
             let kinds = select::Kinds {
-                default: shape.options.kind,
-                performance: asks_kind
-                    .then(|| ge::hwloc::performance_pus(topology.hw()))
-                    .flatten(),
+                default: shape
+                    .options
+                    .kind
+                    .filter(|k| *k != shape::CoreKind::Balanced),
+                performance: performance.clone(),
             };
             select::select_traced(
                 topology,
@@ -380,6 +383,8 @@ fn plan_one(
         local_size,
         gpus_per_task: gpus_per_task.or(shape.options.gpus_per_task.map(|g| g.get() as usize)),
         locality,
+        performance,
+        balanced: shape.options.kind == Some(shape::CoreKind::Balanced),
     };
     let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
     if !std::ptr::eq(topology, whole) {

@@ -383,6 +383,11 @@ pub fn run(
     }
     match &config.action {
         Action::Launch(command) => {
+            if config.verbose {
+                if let Some(line) = report::kinds_line(&plan) {
+                    report::emit(err, &line);
+                }
+            }
             let view = launch::env::TaskView::for_launch(&plan, &shape, identity.rank);
             let options = launch_options(config, &view, command, &scrub);
             Err(launch::run(&topology, &view, &identity, &options, err).into())

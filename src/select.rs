@@ -142,6 +142,7 @@ impl Kinds {
             (None, CoreKind::Efficiency) => false,
             (Some(p), CoreKind::Performance) => p.includes(set),
             (Some(p), CoreKind::Efficiency) => !p.intersects(set),
+            (_, CoreKind::Balanced) => true,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Text taken from places binder does not control (another user's ledger files, a job id
-//! from the environment), made safe to print: a helper every stage may use.
+//! from the environment), made safe to print, and runs of numbers written compactly:
+//! helpers every stage may use.
 
 /// `text` with every control character (escape codes, newlines, tabs, DEL, C1) written as
 /// `\u{..}` and cut to at most `max` characters with `…`, so another user's bytes can
@@ -18,6 +19,31 @@ pub fn printable(text: &str, max: usize) -> String {
         } else {
             out.push(c);
         }
+    }
+    out
+}
+
+/// Contiguous runs of ascending numbers as `a-b,c` (`core:0-3,8`): plans, reports and
+/// refusals name runs of objects the same way.
+pub fn index_ranges(sorted: &[usize]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
     }
     out
 }

@@ -40,7 +40,7 @@ pub enum Locality {
 }
 
 /// What to distribute, beyond the selection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Request {
     /// The binding unit.
     pub unit: UnitChoice,
@@ -54,6 +54,24 @@ pub struct Request {
     pub gpus_per_task: Option<usize>,
     /// GPU locality of the CPUs.
     pub locality: Locality,
+    /// The node's performance PUs, when it has more than one kind of core.
+    pub performance: Option<CpuSet>,
+    /// `options.kind: balanced`: deal each kind of core separately (SEMANTICS §11).
+    pub balanced: bool,
+}
+
+/// How many units of each kind of core every task got, on a node with more than one
+/// kind (SEMANTICS §11): the dry-run says when they are unequal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindCounts {
+    /// Whether each kind was dealt separately (`options.kind: balanced`).
+    pub balanced: bool,
+    /// Per task, its units on performance cores.
+    pub performance: Vec<usize>,
+    /// Per task, its other units.
+    pub efficiency: Vec<usize>,
+    /// Units on performance cores that no task got.
+    pub unused_performance: usize,
 }
 
 /// One unit object given to a task.
@@ -171,6 +189,8 @@ pub struct Plan {
     pub levels: Vec<ObjType>,
     /// What a Grid Engine request gave the node, when one placed the tasks.
     pub ge: Option<crate::ge::Summary>,
+    /// Units of each core kind per task, on a node with more than one kind.
+    pub kinds: Option<KindCounts>,
 }
 
 impl Plan {
@@ -209,6 +229,19 @@ pub enum DistributeError {
         unit: Unit,
         /// Which part of the pool, for GPU localities (` near gpu:0 (package:0)`).
         scope: String,
+    },
+    /// A `bind:` width that some chosen units lie outside of (SEMANTICS §11).
+    #[error("{origin}: `bind: {width}` cannot widen {units}: {why}")]
+    WidthMissing {
+        /// The shape file.
+        origin: String,
+        /// The width asked for, as hwloc names it.
+        width: String,
+        /// How many units lie outside, and which (`16 unit(s), core:16-31`).
+        units: String,
+        /// Why (the node has none of that type, or these units lie outside them) and a
+        /// width that covers them, or what else to do.
+        why: String,
     },
     /// `interleave` with unit core.
     #[error("{origin}: pattern `interleave` deals PUs of cores and needs unit pu, but the unit is core ({rule}); add `bind: pu` to `options` or use `packed`/`scatter`")]
@@ -330,6 +363,7 @@ pub fn distribute(
         unused_slots: Vec::new(),
         levels: Vec::new(),
         ge: None,
+        kinds: None,
     };
     if let Some(preset) = &selection.preset {
         deal_preset(topology, preset, request, &mut plan);
@@ -338,8 +372,11 @@ pub fn distribute(
     } else {
         deal_slots(topology, selection, request, &mut plan, origin)?;
     }
+    if let Some(performance) = &request.performance {
+        plan.kinds = Some(count_kinds(&plan, performance, request.balanced));
+    }
     if let Some(width) = request.unit.width {
-        widen(topology, width, &mut plan);
+        widen(topology, width, &mut plan, origin)?;
     }
     // GPUs follow CPUs: tasks not placed by their GPUs take the GPUs nearest their cpuset.
     if request.locality == Locality::Any {
@@ -484,8 +521,22 @@ fn deal_pool(
     };
     let mut used = vec![false; pool.len()];
     for ((within, scope, ranks), part) in groups.iter().zip(&parts) {
-        let shares = deal(part.len(), ranks.len(), request.pattern);
-        if shares.is_empty() {
+        // `kind: balanced`: each kind of core is dealt on its own, performance cores first,
+        // so every task gets as many of each; a kind with fewer units than tasks goes unused.
+        let kinds: Vec<Vec<usize>> = match (&request.performance, request.balanced) {
+            (Some(p), true) => {
+                let (fast, slow): (Vec<usize>, Vec<usize>) =
+                    part.iter().partition(|&&i| p.includes(&unit_sets[i]));
+                vec![fast, slow]
+            }
+            _ => vec![part.clone()],
+        };
+        let dealt: Vec<(Vec<Vec<usize>>, &Vec<usize>)> = kinds
+            .iter()
+            .map(|k| (deal(k.len(), ranks.len(), request.pattern), k))
+            .filter(|(shares, _)| !shares.is_empty())
+            .collect();
+        if dealt.is_empty() {
             let units_inside = within.as_ref().map_or(pool.len(), |w| {
                 unit_sets.iter().filter(|s| w.includes(*s)).count()
             });
@@ -506,13 +557,15 @@ fn deal_pool(
                 scope: scope.clone(),
             });
         }
-        for (share, &r) in shares.iter().zip(ranks) {
-            let task = &mut plan.tasks[r];
-            for &k in share {
-                let obj = pool[part[k]];
-                used[part[k]] = true;
-                task.units.push(UnitObj::of(obj));
-                task.cpuset |= &unit_sets[part[k]];
+        for (shares, part) in dealt {
+            for (share, &r) in shares.iter().zip(ranks) {
+                let task = &mut plan.tasks[r];
+                for &k in share {
+                    let obj = pool[part[k]];
+                    used[part[k]] = true;
+                    task.units.push(UnitObj::of(obj));
+                    task.cpuset |= &unit_sets[part[k]];
+                }
             }
         }
     }
@@ -602,19 +655,119 @@ fn deal_slots(
 }
 
 /// `bind: package|numa|…`: each task's cpuset becomes the whole objects of `width` that
-/// its cpuset touches (SEMANTICS §11); its units stay as dealt.
-fn widen(topology: &Topology, width: ObjType, plan: &mut Plan) {
-    let objects: Vec<CpuSet> = topology
-        .objects(width)
+/// its cpuset touches (SEMANTICS §11); its units stay as dealt. A unit outside every
+/// object of that type (a die without memory has no NUMA node, an E-core no L3) refuses
+/// the plan, as Open MPI does: a width is never silently dropped.
+fn widen(
+    topology: &Topology,
+    width: ObjType,
+    plan: &mut Plan,
+    origin: &str,
+) -> Result<(), DistributeError> {
+    let objects = width_sets(topology, width);
+    let covered = objects.iter().fold(CpuSet::new(), |acc, s| acc | s);
+    let outside: Vec<&UnitObj> = plan
+        .tasks
         .iter()
-        .filter_map(|o| o.cpuset().map(|s| s.clone_target()))
+        .flat_map(|t| &t.units)
+        .filter(|u| u.pus.iter().any(|&p| !covered.is_set(p)))
         .collect();
+    if !outside.is_empty() {
+        let mut logical: Vec<usize> = outside.iter().map(|u| u.logical).collect();
+        logical.sort_unstable();
+        logical.dedup();
+        let all: CpuSet = plan
+            .tasks
+            .iter()
+            .fold(CpuSet::new(), |acc, t| acc | &t.cpuset);
+        return Err(DistributeError::WidthMissing {
+            origin: origin.to_owned(),
+            width: width_word(width).to_owned(),
+            units: format!(
+                "{} unit(s), {}:{}",
+                logical.len(),
+                plan.unit.unit,
+                crate::text::index_ranges(&logical)
+            ),
+            why: (if objects.is_empty() {
+                format!("this node has no {} objects; ", width_word(width))
+            } else {
+                format!(
+                    "they lie in no {} of this node; select only units inside one, or ",
+                    width_word(width)
+                )
+            }) + &covering_width(topology, width, &all),
+        });
+    }
     for task in &mut plan.tasks {
         let mut wide = task.cpuset.clone();
         for set in objects.iter().filter(|s| s.intersects(&task.cpuset)) {
             wide |= set;
         }
         task.cpuset = wide;
+    }
+    Ok(())
+}
+
+/// Each task's units on performance cores and on the others.
+fn count_kinds(plan: &Plan, performance: &CpuSet, balanced: bool) -> KindCounts {
+    let fast = |u: &UnitObj| u.pus.iter().all(|&p| performance.is_set(p));
+    let tasks = &plan.tasks;
+    KindCounts {
+        unused_performance: plan.unused.iter().filter(|u| fast(u)).count(),
+        balanced,
+        performance: tasks
+            .iter()
+            .map(|t| t.units.iter().filter(|u| fast(u)).count())
+            .collect(),
+        efficiency: tasks
+            .iter()
+            .map(|t| t.units.iter().filter(|u| !fast(u)).count())
+            .collect(),
+    }
+}
+
+/// `width` as a shape writes it after `bind:`.
+fn width_word(width: ObjType) -> &'static str {
+    match width {
+        ObjType::L2 => "l2",
+        ObjType::L3 => "l3",
+        other => other.hwloc_name(),
+    }
+}
+
+/// The cpusets of the objects of `width` that hold a CPU.
+fn width_sets(topology: &Topology, width: ObjType) -> Vec<CpuSet> {
+    topology
+        .objects(width)
+        .iter()
+        .filter_map(|o| o.cpuset().map(|s| s.clone_target()))
+        .collect()
+}
+
+/// What to write instead of `bind: <width>` so that every CPU in `cpus` is covered: the
+/// nearest coarser width that covers them, else the nearest finer one, else the unit alone.
+fn covering_width(topology: &Topology, width: ObjType, cpus: &CpuSet) -> String {
+    const FINE_TO_COARSE: [ObjType; 5] = [
+        ObjType::L2,
+        ObjType::L3,
+        ObjType::Numa,
+        ObjType::Die,
+        ObjType::Package,
+    ];
+    let at = FINE_TO_COARSE.iter().position(|w| *w == width).unwrap_or(0);
+    let covers = |w: ObjType| {
+        let sets = width_sets(topology, w);
+        !sets.is_empty() && {
+            let union = sets.iter().fold(CpuSet::new(), |acc, s| acc | s);
+            union.includes(cpus)
+        }
+    };
+    let coarser = FINE_TO_COARSE[at + 1..].iter();
+    let finer = FINE_TO_COARSE[..at].iter().rev();
+    match coarser.chain(finer).find(|w| covers(**w)) {
+        Some(w) => format!("use `bind: {}`, which covers them", width_word(*w)),
+        None => "drop the width (bind to the units alone)".to_owned(),
     }
 }
 

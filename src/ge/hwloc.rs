@@ -12,45 +12,12 @@ use super::codec::{Letter, Node, Tree};
 use crate::report::hwloc_mask;
 use crate::topology::Topology;
 
-/// The PUs of the performance cores: hwloc's most performant CPU kind (the last in its
-/// efficiency order), together with every kind of the same maximum frequency, where hwloc
-/// reports one. Linux splits one core type into several kinds when their capacities differ
-/// a little (NVIDIA GB10: five kinds, ten Cortex-X925 at 3.9 GHz in three of them, ten
-/// A725 at 2.8 GHz in two), and a user asking for performance cores means all ten X925.
-/// `None` when the node has one kind, none, or kinds hwloc could not rank: then every
-/// core counts as a performance core.
-pub fn performance_pus(hw: &hwlocality::Topology) -> Option<CpuSet> {
-    let kinds: Vec<_> = hw.cpu_kinds().ok()?.collect();
-    if kinds.len() < 2 || kinds.iter().any(|k| k.efficiency.is_none()) {
-        return None;
-    }
-    let frequency = |k: &hwlocality::cpu::kind::CpuKind<'_>| {
-        k.infos
-            .iter()
-            .find(|i| i.name().to_bytes() == b"FrequencyMaxMHz")
-            .and_then(|i| i.value().to_str().ok()?.parse::<u64>().ok())
-    };
-    let top = kinds.last()?;
-    let mut set = top.cpuset.clone();
-    if let Some(f) = frequency(top) {
-        for k in &kinds[..kinds.len() - 1] {
-            if frequency(k) == Some(f) {
-                set |= &k.cpuset;
-            }
-        }
-    }
-    if set == *hw.cpuset() {
-        return None;
-    }
-    Some(set)
-}
-
 /// The topology string tree of `topology`: packages S, NUMA nodes N where hwloc attaches
 /// them, L3 X, L2 Y, cores C or E by CPU kind, PUs T. Groups, dies and L1 caches are left
 /// out (OCS has no letter for them); a PU outside any core gets a core of its own.
 pub fn tree_of(topology: &Topology) -> Tree {
     let hw = topology.hw();
-    let performance = performance_pus(hw);
+    let performance = crate::topology::performance_pus(hw);
     let mut tree = Tree::default();
     build(hw.root_object(), None, performance.as_ref(), &mut tree);
     tree

@@ -17,7 +17,7 @@ use crate::distribute::Plan;
 use crate::topology::Topology;
 
 pub use json::TaskRecord;
-pub use text::{task_binding, task_line};
+pub use text::{kinds_line, task_binding, task_line};
 
 /// Output format of `--dry-run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -212,29 +212,7 @@ pub fn cpu_list(cpus: &[usize]) -> String {
     index_ranges(cpus)
 }
 
-/// Contiguous runs of ascending numbers as `a-b,c`.
-pub(crate) fn index_ranges(sorted: &[usize]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
-}
+pub(crate) use crate::text::index_ranges;
 
 /// hwloc's bitmap string, byte for byte as `hwloc-calc` prints it: 32-bit words, most
 /// significant first, `0x%08x` each; zero words between set ones are empty fields and a

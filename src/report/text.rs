@@ -164,7 +164,52 @@ pub(super) fn render(
             logical.len()
         )?;
     }
+    if let Some(line) = kinds_line(plan) {
+        writeln!(out, "{line}")?;
+    }
     Ok(())
+}
+
+/// On a node with more than one kind of core (SEMANTICS §11): what `kind: balanced` gave
+/// each task, or, without it, a warning when tasks got unequal numbers of performance
+/// units. `None` when there is nothing to say.
+pub fn kinds_line(plan: &Plan) -> Option<String> {
+    let kinds = plan.kinds.as_ref()?;
+    let unit = plan.unit.unit;
+    let equal = |v: &[usize]| v.windows(2).all(|w| w[0] == w[1]);
+    let even = equal(&kinds.performance) && equal(&kinds.efficiency);
+    let each = |r: usize| {
+        format!(
+            "rank {r}: {} P + {} E",
+            kinds.performance[r], kinds.efficiency[r]
+        )
+    };
+    let listed = || {
+        let n = kinds.performance.len();
+        let mut ranks: Vec<String> = (0..n.min(8)).map(each).collect();
+        if n > 8 {
+            ranks.push("…".to_owned());
+        }
+        ranks.join(", ")
+    };
+    match (kinds.balanced, kinds.performance.first()) {
+        (_, None) => None,
+        (true, Some(&p)) if even => Some(format!(
+            "kinds: balanced, each task {p} performance + {} efficiency {unit} unit(s)",
+            kinds.efficiency[0]
+        )),
+        (true, Some(_)) => Some(format!("kinds: balanced ({})", listed())),
+        (false, Some(_)) if !equal(&kinds.performance) => Some(format!(
+            "kinds: tasks get unequal numbers of performance {unit} units ({}); `kind: balanced` in `options` gives each task as many of each kind",
+            listed()
+        )),
+        (false, Some(_)) if kinds.unused_performance > 0 && kinds.efficiency.iter().any(|&e| e > 0) => Some(format!(
+            "kinds: {} performance {unit} unit(s) left unused while tasks get efficiency ones ({}); `kind: balanced` in `options` deals each kind on its own",
+            kinds.unused_performance,
+            listed()
+        )),
+        (false, Some(_)) => None,
+    }
 }
 
 /// `core:0-3,8` for a set of unit objects (logical indexes, sorted).

@@ -185,6 +185,9 @@ pub enum CoreKind {
     Performance,
     /// Efficiency cores (Intel E-cores, Arm LITTLE cores).
     Efficiency,
+    /// `options.kind` only: every core, each kind dealt separately so that every task gets
+    /// as many units of each kind as the others (SEMANTICS §11).
+    Balanced,
 }
 
 impl Keyword for CoreKind {
@@ -194,6 +197,7 @@ impl Keyword for CoreKind {
         ("p", CoreKind::Performance),
         ("efficiency", CoreKind::Efficiency),
         ("e", CoreKind::Efficiency),
+        ("balanced", CoreKind::Balanced),
     ];
 }
 
@@ -260,7 +264,7 @@ keyword_impls!(
     ObjType: "Object type (case-insensitive). Aliases: node = machine, socket = package, numanode = numa, l3/l2/l1 = l3cache/l2cache/l1cache, process/thread/hwthread = pu, task = slot (one task's share).",
     Bind: "Binding unit (core, pu = process, none), binding width (package = socket, die, numa, l3cache, l2cache: the whole objects the task's units touch) or GPU locality (gpu-local, gpu-remote).",
     Membind: "Memory binding policy.",
-    CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds.",
+    CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds; in `options` also balanced (every task gets as many cores of each kind).",
     Pack: "Packing policy on a shared node: spread (freest containers first), fill (partly used containers first; default), exclusive (whole free containers only, kept from other jobs).",
 );
 

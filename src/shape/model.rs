@@ -228,7 +228,10 @@ impl Shape {
     /// The core kind an item asks for: its own, else `options.kind`, for core/pu items.
     pub fn kind_of(&self, item: &Resource) -> Option<CoreKind> {
         match item.kind {
-            ObjType::Core | ObjType::Pu => item.core_kind.or(self.options.kind),
+            ObjType::Core | ObjType::Pu => item
+                .core_kind
+                .or(self.options.kind)
+                .filter(|k| *k != CoreKind::Balanced),
             _ => None,
         }
     }

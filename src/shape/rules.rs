@@ -1,6 +1,6 @@
 //! Rules that need the whole resource tree, checked after serde has read it.
 
-use super::{Bind, ObjType, Pattern, Resource, Shape};
+use super::{Bind, CoreKind, ObjType, Pattern, Resource, Shape};
 
 impl Shape {
     /// Rules that need the whole tree (SEMANTICS §10): slots stand at one level, never
@@ -55,6 +55,13 @@ impl Shape {
                 "`kind` on a `{}` item; core kinds apply to `core` and `pu` items (or to every one through `options.kind`)",
                 item.kind
             ));
+        }
+        if self
+            .items()
+            .iter()
+            .any(|r| r.core_kind == Some(CoreKind::Balanced))
+        {
+            return Err("`kind: balanced` on an item; balanced deals every kind of core evenly to the tasks, so it belongs in `options` (`options: {kind: balanced}`)".to_owned());
         }
         let mut slot_depth = None;
         walk(&self.resources, "resources", 0, None, &mut slot_depth)?;

@@ -2,6 +2,7 @@
 //! the real machine topologies in `../shared/topologies`.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -207,4 +208,25 @@ pub fn all_topologies(shared: &Path) -> Vec<String> {
 /// needs it.
 pub fn require_tool(program: &str, what: &str) -> bool {
     prerequisite(has(program), &format!("`{program}` (for {what})"))
+}
+
+/// The objects of `kind` (hwloc-calc's type name; logical index → OS CPUs) per hwloc-calc.
+pub fn hwloc_objects(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize>> {
+    let count = hwloc_calc_lines(xml, &["-N", kind, "all"], &[])
+        .first()
+        .and_then(|l| l.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let indexes = hwloc_calc_lines(xml, &["-I", kind, "all"], &[]);
+    let indexes: Vec<usize> = indexes
+        .first()
+        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    assert_eq!(indexes.len(), count, "{} {kind}", xml.display());
+    let lines: Vec<String> = indexes.iter().map(|i| format!("{kind}:{i}")).collect();
+    let masks = hwloc_calc_lines(xml, &[], &lines);
+    indexes
+        .into_iter()
+        .zip(masks)
+        .map(|(i, m)| (i, parse_hwloc_mask(&m)))
+        .collect()
 }

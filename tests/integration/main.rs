@@ -6,6 +6,7 @@ mod common;
 mod bad;
 mod cache;
 mod cli;
+mod edges;
 mod executables;
 mod explain;
 mod ge;

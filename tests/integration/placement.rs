@@ -15,7 +15,7 @@ use binder::shape::Shape;
 use binder::topology::{self, Source, Topology};
 
 use crate::common::{
-    all_topologies, hwloc_calc_lines, parse_hwloc_mask, require_tool, root, shared,
+    all_topologies, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, root, shared,
     topology as xml_path,
 };
 
@@ -40,27 +40,6 @@ fn cpus(plan: &Plan, rank: usize) -> Vec<usize> {
 
 fn mask(cpus: &[usize]) -> String {
     binder::report::hwloc_mask(cpus)
-}
-
-/// The parent objects of `kind` (logical index → OS CPUs) per hwloc-calc.
-fn parents(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize>> {
-    let count = hwloc_calc_lines(xml, &["-N", kind, "all"], &[])
-        .first()
-        .and_then(|l| l.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let indexes = hwloc_calc_lines(xml, &["-I", kind, "all"], &[]);
-    let indexes: Vec<usize> = indexes
-        .first()
-        .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default();
-    assert_eq!(indexes.len(), count, "{} {kind}", xml.display());
-    let lines: Vec<String> = indexes.iter().map(|i| format!("{kind}:{i}")).collect();
-    let masks = hwloc_calc_lines(xml, &[], &lines);
-    indexes
-        .into_iter()
-        .zip(masks)
-        .map(|(i, m)| (i, parse_hwloc_mask(&m)))
-        .collect()
 }
 
 #[test]
@@ -92,7 +71,7 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
                 }
             };
             let full = binder::plan(&shape, file, &topo, slots, None).expect("every slot");
-            let parent_sets = parents(&xml, kind);
+            let parent_sets = hwloc_objects(&xml, kind);
             let lines: Vec<String> = (0..slots).map(|r| mask(&cpus(&full, r))).collect();
             let touched = hwloc_calc_lines(&xml, &["--intersect", kind], &lines);
             assert_eq!(touched.len(), slots, "{name} {file}");
