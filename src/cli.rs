@@ -323,12 +323,16 @@ pub struct TopologyArgs {
     pub reserve: Vec<String>,
 }
 
-/// `binder explain` options: the dry-run's topology and size flags.
+/// `binder explain` options: the dry-run's placement, topology and size flags, which mean
+/// the same here.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// The shape file (optional with --ge).
     #[arg(value_name = "SHAPE", required_unless_present = "ge")]
     pub shape: Option<PathBuf>,
+    /// Show only this task's placement in the plan (default: every task).
+    #[arg(long, value_name = "RANK")]
+    pub local_rank: Option<usize>,
     /// Number of tasks on this node (default: from the launcher, else 1).
     #[arg(long, value_name = "NUM")]
     pub local_size: Option<usize>,
@@ -338,6 +342,15 @@ pub struct ExplainArgs {
     /// A Grid Engine request in qsub's words; overrides the shape's `options.ge`.
     #[arg(long, value_name = "SWITCHES", allow_hyphen_values = true)]
     pub ge: Option<String>,
+    /// Keep these units from every task; adds to the shape's `options.reserve`.
+    #[arg(long, value_name = "ENTRY")]
+    pub reserve: Vec<String>,
+    /// Where to go on a node other jobs use; overrides `options.pack`.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub pack: Option<PackArg>,
+    /// Take units other jobs hold when too few are free, rather than refuse.
+    #[arg(long)]
+    pub share: bool,
     /// An hwloc XML export instead of this host.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "input", "ge_topology"])]
     pub topology: Option<PathBuf>,

@@ -94,7 +94,11 @@ impl Config {
             config.shape = e.shape;
             config.ge = e.ge;
             config.local_size = e.local_size;
+            config.local_rank = e.local_rank;
             config.gpus_per_task = e.gpus_per_task;
+            config.reserve = e.reserve;
+            config.pack = e.pack.map(pack_of);
+            config.share = e.share;
             return Ok(config);
         }
         let source = source_of(
@@ -201,11 +205,7 @@ impl Config {
             show_env: cli.show_env,
             report: cli.report || report,
             verbose: cli.verbose,
-            pack: cli.pack.map(|p| match p {
-                PackArg::Spread => crate::shape::Pack::Spread,
-                PackArg::Fill => crate::shape::Pack::Fill,
-                PackArg::Exclusive => crate::shape::Pack::Exclusive,
-            }),
+            pack: cli.pack.map(pack_of),
             share: cli.share,
         })
     }
@@ -229,6 +229,15 @@ impl Config {
             pack: None,
             share: false,
         }
+    }
+}
+
+/// The shape's packing policy for a `--pack` value.
+fn pack_of(pack: PackArg) -> crate::shape::Pack {
+    match pack {
+        PackArg::Spread => crate::shape::Pack::Spread,
+        PackArg::Fill => crate::shape::Pack::Fill,
+        PackArg::Exclusive => crate::shape::Pack::Exclusive,
     }
 }
 

@@ -19,13 +19,14 @@ use crate::unit::{self, Rule, Unit};
 /// Passed-over objects listed per request before "… and N more".
 const SHOWN: usize = 6;
 
-/// Explains the plan of `shape` for `local_size` tasks on `topology` into `out`. A
-/// refusal is explained, then returned (the caller prints its `binder:` line).
+/// Explains the plan of `shape` for `local_size` tasks on `topology` into `out`, showing
+/// the placement of `ranks` (every task when `None`), as the dry-run does. A refusal is
+/// explained, then returned (the caller prints its `binder:` line).
 pub fn explain(
     shape: &Shape,
     origin: &str,
     topology: &Topology,
-    local_size: usize,
+    (local_size, ranks): (usize, Option<&[usize]>),
     gpus_per_task: Option<usize>,
     header: &str,
     out: &mut impl Write,
@@ -40,14 +41,14 @@ pub fn explain(
         &[],
         Some(&mut steps),
     );
-    write(shape, header, local_size, &steps, &result, out).map_err(Error::Output)?;
+    write(shape, header, (local_size, ranks), &steps, &result, out).map_err(Error::Output)?;
     result.map(|_| ())
 }
 
 fn write(
     shape: &Shape,
     header: &str,
-    n: usize,
+    (n, ranks): (usize, Option<&[usize]>),
     steps: &[Step],
     result: &Result<Plan, Error>,
     out: &mut impl Write,
@@ -61,6 +62,13 @@ fn write(
             "  bind: {} widens each task's cpuset to the whole {} objects its units touch",
             width.hwloc_name(),
             width.hwloc_name()
+        )?;
+    }
+    if !shape.options.reserve.is_empty() {
+        writeln!(
+            out,
+            "reserved: {} taken out before matching (site file, `options.reserve`, `--reserve`); objects keep the node's numbering",
+            shape.options.reserve.join(", ")
         )?;
     }
     if let Some(ge) = &shape.options.ge {
@@ -136,7 +144,7 @@ fn write(
             let mut text = Vec::new();
             report::render(
                 plan,
-                None,
+                ranks,
                 Format::Text,
                 CpusetFormat::Hwloc,
                 header,

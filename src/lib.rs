@@ -387,9 +387,6 @@ fn plan_one(
         balanced: shape.options.kind == Some(shape::CoreKind::Balanced),
     };
     let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
-    if !std::ptr::eq(topology, whole) {
-        renumber(whole, &mut plan);
-    }
     plan.levels = distribute::Spans::LEVELS
         .into_iter()
         .filter(|level| shape.items().iter().any(|r| r.kind == *level))
@@ -411,30 +408,6 @@ fn plan_one(
         });
     }
     Ok(plan)
-}
-
-/// Gives the units of a plan made on a restricted topology (other jobs' or earlier rules'
-/// PUs taken out) the logical indexes they have on the whole node: hwloc renumbers a
-/// restricted topology, and `core:0` must name the same core in every report.
-fn renumber(whole: &Topology, plan: &mut Plan) {
-    let Some(kind) = plan.unit.unit.obj_type() else {
-        return;
-    };
-    let by_pu: std::collections::HashMap<usize, usize> = whole
-        .objects(kind)
-        .iter()
-        .filter_map(|o| Some((o.cpuset()?.first_set().map(usize::from)?, o.logical_index())))
-        .collect();
-    let units = plan
-        .tasks
-        .iter_mut()
-        .flat_map(|t| t.units.iter_mut())
-        .chain(plan.unused.iter_mut());
-    for u in units {
-        if let Some(&logical) = u.pus.first().and_then(|p| by_pu.get(p)) {
-            u.logical = logical;
-        }
-    }
 }
 
 /// What each task of `plan` would get besides its CPUs, computed as a launch computes it:

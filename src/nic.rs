@@ -59,7 +59,7 @@ pub fn discover(topology: &Topology) -> Vec<Nic> {
         if !is_network_class(attr.class_id()) {
             continue;
         }
-        let place = PciPlace::of(pci, attr);
+        let place = PciPlace::of(topology, pci, attr);
         let os_names = pci
             .io_children()
             .filter(|c| c.object_type() == ObjectType::OSDevice)

@@ -358,11 +358,12 @@ pub fn run(
     topology.set_gpu_grant(grant);
     if config.action == Action::Explain {
         let header = format!("binder explain {origin} on {}", config.source);
+        let ranks = identity.rank_known.then_some([identity.rank]);
         return crate::explain::explain(
             &shape,
             &origin,
             &topology,
-            identity.size,
+            (identity.size, ranks.as_ref().map(|r| &r[..])),
             config.gpus_per_task,
             &header,
             out,

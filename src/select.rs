@@ -20,7 +20,7 @@ use std::fmt;
 use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
-use crate::gpu::{object_label, Gpu};
+use crate::gpu::Gpu;
 use crate::nic::Nic;
 use crate::shape::{CoreKind, Count, ObjType, Resource};
 use crate::topology::Topology;
@@ -314,9 +314,9 @@ impl Candidate<'_, '_> {
         }
     }
 
-    fn label(&self) -> String {
+    fn label(&self, topology: &Topology) -> String {
         match self {
-            Candidate::Cpu(obj, _) => object_label(obj),
+            Candidate::Cpu(obj, _) => topology.label(obj),
             Candidate::Gpu(gpu) => format!("gpu:{}", gpu.number),
             Candidate::Nic(nic) => format!("nic:{}", nic.index),
         }
@@ -447,7 +447,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             path: path.to_owned(),
             kind: item.kind,
             count: item.count,
-            within: within.map_or_else(|| "the node".to_owned(), Candidate::label),
+            within: within.map_or_else(|| "the node".to_owned(), |c| c.label(self.topology)),
             total: candidates.len(),
             free: 0,
             qualified: 0,
@@ -472,8 +472,10 @@ impl<'t, 'd> Selector<'t, 'd> {
             }
             if candidate.is_taken(taken) {
                 if let Some(step) = step.as_mut() {
-                    step.skipped
-                        .push((candidate.label(), "taken by an earlier request".into()));
+                    step.skipped.push((
+                        candidate.label(self.topology),
+                        "taken by an earlier request".into(),
+                    ));
                 }
                 continue;
             }
@@ -482,10 +484,11 @@ impl<'t, 'd> Selector<'t, 'd> {
             let inner = self.children(item, path, Some(candidate), &mut inner_taken);
             if let Some(step) = step.as_mut() {
                 match &inner {
-                    Ok(_) => step.matched.push(candidate.label()),
-                    Err(why) => step
-                        .skipped
-                        .push((candidate.label(), format!("its `with` failed: {why}"))),
+                    Ok(_) => step.matched.push(candidate.label(self.topology)),
+                    Err(why) => step.skipped.push((
+                        candidate.label(self.topology),
+                        format!("its `with` failed: {why}"),
+                    )),
                 }
             }
             match inner {
@@ -564,7 +567,8 @@ impl<'t, 'd> Selector<'t, 'd> {
                 Step {
                     path: path.to_owned(),
                     asked: format!("{} slot", item.count),
-                    within: within.map_or_else(|| "the node".to_owned(), Candidate::label),
+                    within: within
+                        .map_or_else(|| "the node".to_owned(), |c| c.label(self.topology)),
                     total: 0,
                     matched,
                     skipped,
@@ -583,7 +587,7 @@ impl<'t, 'd> Selector<'t, 'd> {
     ) -> Result<Found<'t>, Failure> {
         let parent = self.parents;
         self.parents += 1;
-        let label = within.map_or_else(|| "the node".to_owned(), Candidate::label);
+        let label = within.map_or_else(|| "the node".to_owned(), |c| c.label(self.topology));
         let scope = within.map(Candidate::cpuset);
         let mut failure = Failure {
             path: path.to_owned(),
@@ -754,7 +758,7 @@ mod tests {
             &Kinds::default(),
             "t.yaml",
         )
-        .map(|s| s.picks.iter().map(|o| object_label(o)).collect())
+        .map(|s| s.picks.iter().map(|o| topology.label(o)).collect())
         .map_err(|e| e.to_string())
     }
 

@@ -54,7 +54,26 @@ pub struct Topology {
     ge: Option<crate::ge::Tree>,
     /// The GPUs the job may have (its allocation, less other jobs' GPUs).
     grant: crate::gpu::Grant,
+    /// For a topology with PUs taken out ([`Topology::without`]), which hwloc renumbers:
+    /// each CPU-side object's logical index on the whole node, by its global persistent
+    /// index (which restricting keeps), so that `core:7` names the same core in a plan, in
+    /// `explain` and in a refusal whatever was taken out.
+    whole_index: Option<std::sync::Arc<HashMap<u64, usize>>>,
 }
+
+/// The CPU-side object types a label may name.
+const CPU_SIDE: [ObjectType; 10] = [
+    ObjectType::Machine,
+    ObjectType::Package,
+    ObjectType::Die,
+    ObjectType::Group,
+    ObjectType::NUMANode,
+    ObjectType::L3Cache,
+    ObjectType::L2Cache,
+    ObjectType::L1Cache,
+    ObjectType::Core,
+    ObjectType::PU,
+];
 
 /// Why a topology could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +213,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         io,
         ge,
         grant: crate::gpu::Grant::default(),
+        whole_index: None,
     })
 }
 
@@ -259,6 +279,11 @@ impl Topology {
         for &pu in out {
             keep.unset(pu);
         }
+        let whole_index = CPU_SIDE
+            .iter()
+            .flat_map(|&ty| self.hw.objects_with_type(ty))
+            .map(|o| (o.global_persistent_index(), self.logical_index(o)))
+            .collect();
         let mut hw = self.hw.clone();
         let source_desc = self.source.to_string();
         hw.edit(|editor| editor.restrict(&keep, RestrictFlags::empty()))
@@ -272,7 +297,34 @@ impl Topology {
             io: self.io,
             ge: self.ge.clone(),
             grant: self.grant.clone(),
+            whole_index: Some(std::sync::Arc::new(whole_index)),
         })
+    }
+
+    /// `obj`'s logical index on the whole node, also when this topology has PUs taken out.
+    pub fn logical_index(&self, obj: &TopologyObject) -> usize {
+        self.whole_index
+            .as_ref()
+            .and_then(|m| m.get(&obj.global_persistent_index()).copied())
+            .unwrap_or_else(|| obj.logical_index())
+    }
+
+    /// An object as hwloc-calc names it (`core:3`), by its logical index on the whole node.
+    pub fn label(&self, obj: &TopologyObject) -> String {
+        let name = match obj.object_type() {
+            ObjectType::Machine => "machine",
+            ObjectType::Package => "package",
+            ObjectType::Die => "die",
+            ObjectType::Group => "group",
+            ObjectType::NUMANode => "numa",
+            ObjectType::L3Cache => "l3cache",
+            ObjectType::L2Cache => "l2cache",
+            ObjectType::L1Cache => "l1cache",
+            ObjectType::Core => "core",
+            ObjectType::PU => "pu",
+            _ => "object",
+        };
+        format!("{name}:{}", self.logical_index(obj))
     }
 
     /// The GPUs a plan on this topology may give out ([`crate::gpu::discover`]).

@@ -19,7 +19,7 @@ use std::fmt;
 use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
-use crate::gpu::{object_label, Gpu};
+use crate::gpu::Gpu;
 use crate::nic::Nic;
 use crate::select::Selection;
 use crate::shape::{ObjType, Pattern};
@@ -86,9 +86,11 @@ pub struct UnitObj {
 }
 
 impl UnitObj {
-    fn of(obj: &TopologyObject) -> UnitObj {
+    /// `obj` with its logical index on the whole node (also when `topology` has other
+    /// jobs' or reserved PUs taken out, which hwloc renumbers).
+    fn of(topology: &Topology, obj: &TopologyObject) -> UnitObj {
         UnitObj {
-            logical: obj.logical_index(),
+            logical: topology.logical_index(obj),
             os: obj.os_index(),
             pus: obj
                 .cpuset()
@@ -448,7 +450,7 @@ fn deal_preset(topology: &Topology, preset: &[CpuSet], request: &Request, plan: 
         task.units = pool::units_in(&owners, cpus)
             .into_iter()
             .map(|u| {
-                let mut unit = UnitObj::of(u);
+                let mut unit = UnitObj::of(topology, u);
                 unit.pus.retain(|&p| cpus.is_set(p));
                 unit
             })
@@ -563,7 +565,7 @@ fn deal_pool(
                 for &k in share {
                     let obj = pool[part[k]];
                     used[part[k]] = true;
-                    task.units.push(UnitObj::of(obj));
+                    task.units.push(UnitObj::of(topology, obj));
                     task.cpuset |= &unit_sets[part[k]];
                 }
             }
@@ -573,7 +575,7 @@ fn deal_pool(
         .iter()
         .zip(&used)
         .filter(|(_, used)| !**used)
-        .map(|(obj, _)| UnitObj::of(obj))
+        .map(|(obj, _)| UnitObj::of(topology, obj))
         .collect();
     Ok(())
 }
@@ -634,7 +636,7 @@ fn deal_slots(
         }
         task.units = pool::units_in(owners, &slot.cpus)
             .into_iter()
-            .map(UnitObj::of)
+            .map(|u| UnitObj::of(topology, u))
             .collect();
         task.cpuset = slot.cpus.clone();
     }
@@ -647,7 +649,7 @@ fn deal_slots(
             plan.unused.extend(
                 pool::units_in(owners, &slots[s].cpus)
                     .into_iter()
-                    .map(UnitObj::of),
+                    .map(|u| UnitObj::of(topology, u)),
             );
         }
     }
@@ -863,7 +865,7 @@ fn remote_cpus(
     match devices::remote_numa(topology, &near.unwrap_or_default()) {
         Some(numa) => Ok((
             numa.cpuset().map(|s| s.clone_target()),
-            format!(" of {} (remote from gpu:{first})", object_label(numa)),
+            format!(" of {} (remote from gpu:{first})", topology.label(numa)),
         )),
         None => Err(DistributeError::NoRemoteNuma {
             origin: origin.to_owned(),

@@ -107,7 +107,7 @@ pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
             model: pci_model,
             locality,
             attached_to,
-        } = PciPlace::of(pci, attr);
+        } = PciPlace::of(topology, pci, attr);
         let partitions = partitions(pci);
         if partitions.is_empty() {
             let gpu = Gpu {
@@ -181,6 +181,7 @@ pub(crate) struct PciPlace {
 
 impl PciPlace {
     pub(crate) fn of(
+        topology: &crate::topology::Topology,
         pci: &TopologyObject,
         attr: &hwlocality::object::attributes::PCIDeviceAttributes,
     ) -> PciPlace {
@@ -200,7 +201,7 @@ impl PciPlace {
                 .and_then(TopologyObject::cpuset)
                 .map(|s| s.clone_target())
                 .unwrap_or_default(),
-            attached_to: ancestor.map_or_else(|| "machine:0".into(), object_label),
+            attached_to: ancestor.map_or_else(|| "machine:0".into(), |a| topology.label(a)),
         }
     }
 }
@@ -271,24 +272,6 @@ pub(crate) fn info(obj: &TopologyObject, key: &str) -> Option<String> {
     obj.info(key)
         .map(|v| v.to_string_lossy().into_owned())
         .filter(|v| !v.is_empty())
-}
-
-/// `type:logical_index` for a CPU-side object, in hwloc-calc's spelling.
-pub(crate) fn object_label(obj: &TopologyObject) -> String {
-    let name = match obj.object_type() {
-        ObjectType::Machine => "machine",
-        ObjectType::Package => "package",
-        ObjectType::Die => "die",
-        ObjectType::Group => "group",
-        ObjectType::NUMANode => "numa",
-        ObjectType::L3Cache => "l3cache",
-        ObjectType::L2Cache => "l2cache",
-        ObjectType::L1Cache => "l1cache",
-        ObjectType::Core => "core",
-        ObjectType::PU => "pu",
-        _ => "object",
-    };
-    format!("{name}:{}", obj.logical_index())
 }
 
 #[cfg(test)]

@@ -132,3 +132,70 @@ fn explains_refusals() {
         insta::assert_snapshot!(format!("explain-refused-{name}"), text);
     }
 }
+
+/// Explain takes the dry-run's placement flags (`--reserve`, `--pack`, `--share`,
+/// `--local-rank`) and names objects as the plan does: with core:0 reserved on an 8-core
+/// node, the request takes core:1-7 (hwloc renumbers the restricted topology 0-6; before
+/// #22 explain printed those), and rank 1's line is the dry-run's.
+#[test]
+fn explain_takes_the_dry_runs_flags_and_numbering() {
+    let args = [
+        "shapes/cores-packed.yaml",
+        "--synthetic",
+        "pack:1 core:8 pu:1",
+        "--local-size",
+        "2",
+        "--reserve",
+        "core:0",
+        "--local-rank",
+        "1",
+    ];
+    let out = run(
+        binder()
+            .arg("explain")
+            .args(args)
+            .args(["--pack", "spread", "--share"]),
+        SUCCESS,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("reserved: core:0 taken out before matching"),
+        "{text}"
+    );
+    assert!(text.contains("took 7: core:1-7"), "{text}");
+    let dry = run(binder().arg("-n").args(args), SUCCESS);
+    let dry = String::from_utf8(dry.stdout).unwrap();
+    let rank1 = dry
+        .lines()
+        .find(|l| l.starts_with("rank 1/2"))
+        .expect("rank 1");
+    assert_eq!(rank1, "rank 1/2  core:4-6  cpus 4-6  0x00000070");
+    assert!(text.contains(&format!("  {rank1}\n")), "{text}");
+    assert!(!text.contains("rank 0/2"), "only rank 1 is shown: {text}");
+}
+
+/// A `ranks:` rule takes core:0-1 first; the other ranks' request is matched on what is
+/// left, and explain names those cores by the node's numbering (core:2-7), as the plan.
+#[test]
+fn explain_after_rank_rules_uses_the_nodes_numbering() {
+    let dir = crate::common::private_ledger();
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = dir.join("master.yaml");
+    std::fs::write(
+        &shape,
+        "resources:\n  - type: core\n    count: all\nranks:\n  \"0\":\n    resources:\n      - type: core\n        count: 2\n",
+    )
+    .unwrap();
+    let out = run(
+        binder().arg("explain").arg(&shape).args([
+            "--synthetic",
+            "pack:1 core:8 pu:1",
+            "--local-size",
+            "3",
+        ]),
+        SUCCESS,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("took 2: core:0-1"), "{text}");
+    assert!(text.contains("took 6: core:2-7"), "{text}");
+}
