@@ -38,7 +38,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node explain generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --gpu-ids --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node explain generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -66,6 +66,10 @@ _binder() {
                     ;;
                 --pack)
                     COMPREPLY=($(compgen -W "spread fill exclusive" -- "${cur}"))
+                    return 0
+                    ;;
+                --gpu-ids)
+                    COMPREPLY=($(compgen -W "index uuid" -- "${cur}"))
                     return 0
                     ;;
                 --ge-topology)
@@ -108,12 +112,16 @@ _binder() {
             return 0
             ;;
         binder__subcmd__explain)
-            opts="-i -h --local-size --gpus-per-task --ge --topology --synthetic --input --ge-topology --help"
+            opts="-i -h --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --topology --synthetic --input --ge-topology --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --local-rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --local-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -124,6 +132,14 @@ _binder() {
                     ;;
                 --ge)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pack)
+                    COMPREPLY=($(compgen -W "spread fill exclusive" -- "${cur}"))
                     return 0
                     ;;
                 --topology)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_binder_global_optspecs
-    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= pack= share ge-topology= topology= synthetic= i/input= format= cpuset-output-format= show-env report v/verbose h/help V/version
+    string join \n n/dry-run local-rank= local-size= gpus-per-task= ge= reserve= pack= share gpu-ids= ge-topology= topology= synthetic= i/input= format= cpuset-output-format= show-env report v/verbose h/help V/version
 end
 
 function __fish_binder_needs_command
@@ -32,6 +32,8 @@ complete -c binder -n "__fish_binder_needs_command" -l reserve -d 'Keep these un
 complete -c binder -n "__fish_binder_needs_command" -l pack -d 'Where to go on a node other jobs use (default fill); overrides `options.pack`' -r -f -a "spread\t'Freest containers first (OCS -bsort S)'
 fill\t'Partly used containers first (OCS -bsort s)'
 exclusive\t'Whole free containers only, kept from other jobs (OCS -bstart S -bstop S)'"
+complete -c binder -n "__fish_binder_needs_command" -l gpu-ids -d 'How GPU variables name the task\'s GPUs; overrides `options.gpu-ids`' -r -f -a "index\t'Each runtime\'s own index (CUDA, Level Zero: PCI order; ROCm: its own)'
+uuid\t'GPU-<uuid> from hwloc\'s NVIDIAUUID/AMDUUID, where the topology has it'"
 complete -c binder -n "__fish_binder_needs_command" -l ge-topology -d 'Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase units are taken by other jobs (dry-run only)' -r
 complete -c binder -n "__fish_binder_needs_command" -l topology -d 'Read the topology from an hwloc XML export instead of this host (dry-run only)' -r -F
 complete -c binder -n "__fish_binder_needs_command" -l synthetic -d 'Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only)' -r
@@ -66,12 +68,18 @@ complete -c binder -n "__fish_binder_using_subcommand topology" -s h -l help -d 
 complete -c binder -n "__fish_binder_using_subcommand node" -l format -d 'Output format (default: text)' -r -f -a "text\t'Tables for people'
 json\t'One JSON object'"
 complete -c binder -n "__fish_binder_using_subcommand node" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c binder -n "__fish_binder_using_subcommand explain" -l local-rank -d 'Show only this task\'s placement in the plan (default: every task)' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -l local-size -d 'Number of tasks on this node (default: from the launcher, else 1)' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -l gpus-per-task -d 'GPUs given to each task; overrides the shape\'s `options.gpus-per-task`' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -l ge -d 'A Grid Engine request in qsub\'s words; overrides the shape\'s `options.ge`' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l reserve -d 'Keep these units from every task; adds to the shape\'s `options.reserve`' -r
+complete -c binder -n "__fish_binder_using_subcommand explain" -l pack -d 'Where to go on a node other jobs use; overrides `options.pack`' -r -f -a "spread\t'Freest containers first (OCS -bsort S)'
+fill\t'Partly used containers first (OCS -bsort s)'
+exclusive\t'Whole free containers only, kept from other jobs (OCS -bstart S -bstop S)'"
 complete -c binder -n "__fish_binder_using_subcommand explain" -l topology -d 'An hwloc XML export instead of this host' -r -F
 complete -c binder -n "__fish_binder_using_subcommand explain" -l synthetic -d 'An hwloc synthetic description' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -s i -l input -d 'hwloc\'s spelling: an XML file if one exists at that path, else a synthetic description' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -l ge-topology -d 'A Grid Engine topology string as the machine' -r
-complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d 'Print help'
+complete -c binder -n "__fish_binder_using_subcommand explain" -l share -d 'Take units other jobs hold when too few are free, rather than refuse'
+complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -9,8 +9,9 @@
 //! everything that can change the answer, compared in full (never only a hash): the boot
 //! id, the online CPUs, this process's cpuset cgroup and that cgroup's effective CPUs and
 //! memory nodes (the allowed set hwloc would compute), hwloc's and binder's versions (and
-//! the executable's size and time, so a rebuilt binder starts afresh), the
-//! shape's bytes, the local size and `--gpus-per-task`. The inherited affinity is *not*
+//! the executable's size and time, so a rebuilt binder starts afresh), every `HWLOC_*`
+//! variable (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`, `HWLOC_ALLOW`, … change what hwloc
+//! sees), the shape's bytes, the local size and `--gpus-per-task`. The inherited affinity is *not*
 //! part of it: binder plans over the allowed set, so `taskset -c 0 binder …` hits. These
 //! files are only compared as opaque bytes, never parsed for topology (hwloc remains the
 //! source of truth for that).
@@ -50,7 +51,7 @@ use crate::launch::env::TaskView;
 use crate::shape::Pack;
 
 /// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 5;
+const FORMAT: u32 = 6;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 
@@ -66,6 +67,9 @@ pub struct Key {
     pub hwloc: Option<Library>,
     /// The loader's variables that can make `binder-full` load another libhwloc.
     pub loader: Vec<String>,
+    /// Every `HWLOC_*` variable as `NAME=value`, sorted: they change what hwloc discovers
+    /// (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`, `HWLOC_ALLOW`, `HWLOC_COMPONENTS`, …).
+    pub hwloc_env: Vec<String>,
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot: String,
     /// `/sys/devices/system/cpu/online`.
@@ -308,6 +312,7 @@ impl Key {
                 .iter()
                 .map(|v| std::env::var(v).unwrap_or_default())
                 .collect(),
+            hwloc_env: hwloc_env(),
             boot: read("/proc/sys/kernel/random/boot_id")?,
             online: read("/sys/devices/system/cpu/online")?,
             cgroup: cpuset_lines(&read("/proc/self/cgroup")?),
@@ -500,6 +505,16 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Every `HWLOC_*` variable of this process as `NAME=value`, sorted.
+fn hwloc_env() -> Vec<String> {
+    let mut vars: Vec<String> = std::env::vars_os()
+        .filter(|(k, _)| k.as_encoded_bytes().starts_with(b"HWLOC_"))
+        .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        .collect();
+    vars.sort();
+    vars
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,6 +548,7 @@ mod tests {
                 stamp: String::new(),
             }),
             loader: vec![String::new(), String::new()],
+            hwloc_env: Vec::new(),
             boot: "b".into(),
             online: "0-1".into(),
             cgroup: vec!["0::/".into()],

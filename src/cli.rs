@@ -93,6 +93,15 @@ pub struct Cli {
     #[arg(long, help_heading = "Placement options")]
     pub share: bool,
 
+    /// How GPU variables name the task's GPUs; overrides `options.gpu-ids`.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORM",
+        help_heading = "Placement options"
+    )]
+    pub gpu_ids: Option<GpuIdsArg>,
+
     /// Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase
     /// units are taken by other jobs (dry-run only).
     #[arg(long, value_name = "STRING", help_heading = "Input topology options", conflicts_with_all = ["topology", "synthetic", "input"])]
@@ -207,6 +216,7 @@ impl Cli {
             reserve: Vec::new(),
             pack: None,
             share: false,
+            gpu_ids: None,
             ge_topology: None,
             topology: None,
             synthetic: None,
@@ -385,6 +395,15 @@ pub enum NodeFormatArg {
     Text,
     /// One JSON object.
     Json,
+}
+
+/// `--gpu-ids` values (SEMANTICS §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GpuIdsArg {
+    /// Each runtime's own index (CUDA, Level Zero: PCI order; ROCm: its own).
+    Index,
+    /// GPU-<uuid> from hwloc's NVIDIAUUID/AMDUUID, where the topology has it.
+    Uuid,
 }
 
 /// `--pack` values (SEMANTICS §13).

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg, PackArg};
+use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg, GpuIdsArg, PackArg};
 use crate::error::Error;
 use crate::report::{CpusetFormat, Format};
 use crate::topology::Source;
@@ -60,6 +60,8 @@ pub struct Config {
     pub pack: Option<crate::shape::Pack>,
     /// `--share`: take units other jobs hold rather than refuse.
     pub share: bool,
+    /// `--gpu-ids`: how GPU variables name the task's GPUs.
+    pub gpu_ids: Option<crate::shape::GpuIds>,
 }
 
 impl Config {
@@ -207,6 +209,10 @@ impl Config {
             verbose: cli.verbose,
             pack: cli.pack.map(pack_of),
             share: cli.share,
+            gpu_ids: cli.gpu_ids.map(|g| match g {
+                GpuIdsArg::Index => crate::shape::GpuIds::Index,
+                GpuIdsArg::Uuid => crate::shape::GpuIds::Uuid,
+            }),
         })
     }
 
@@ -228,6 +234,7 @@ impl Config {
             verbose: false,
             pack: None,
             share: false,
+            gpu_ids: None,
         }
     }
 }

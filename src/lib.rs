@@ -122,7 +122,10 @@ pub fn plan_traced(
             topology,
             local_size,
             gpus_per_task,
-            held,
+            Held {
+                cpus: held,
+                gpus: &[],
+            },
             trace,
         );
     }
@@ -134,6 +137,8 @@ pub fn plan_traced(
     }
     let (groups, rest) = shape.rank_groups(local_size);
     let mut taken = held.to_vec();
+    // GPUs (bus ids) an earlier group's ranks took: a later group's never get them.
+    let mut taken_gpus: Vec<String> = Vec::new();
     let mut parts: Vec<(Vec<usize>, Option<String>, Option<Plan>)> = Vec::new();
     for group in groups {
         let plan = match &group.shape {
@@ -145,8 +150,11 @@ pub fn plan_traced(
                     &label,
                     topology,
                     group.ranks.len(),
-                    None,
-                    &taken,
+                    gpus_per_task,
+                    Held {
+                        cpus: &taken,
+                        gpus: &taken_gpus,
+                    },
                     trace.is_some().then_some(&mut steps),
                 );
                 if let Some(t) = trace.as_deref_mut() {
@@ -157,6 +165,11 @@ pub fn plan_traced(
                 }
                 let plan = result?;
                 taken.extend(plan.tasks.iter().flat_map(|t| report::cpus_of(&t.cpuset)));
+                taken_gpus.extend(
+                    plan.tasks
+                        .iter()
+                        .flat_map(|t| t.gpus.iter().map(|&g| plan.gpus[g].busid.clone())),
+                );
                 Some(plan)
             }
             None => None,
@@ -182,7 +195,10 @@ pub fn plan_traced(
             topology,
             rest.len(),
             gpus_per_task,
-            &taken,
+            Held {
+                cpus: &taken,
+                gpus: &taken_gpus,
+            },
             trace,
         )?)
     };
@@ -227,6 +243,12 @@ pub fn plan_traced(
             width: None,
         }),
     };
+    // Each group's GPU numbers index its own list (later groups see fewer GPUs): the merged
+    // plan lists every GPU any group saw, in the node's order, and renumbers the tasks'.
+    let mut plans: Vec<&mut Plan> = parts.iter_mut().filter_map(|p| p.2.as_mut()).collect();
+    let mut main = main;
+    plans.extend(main.as_mut());
+    base.gpus = merge_gpus(&mut plans);
     let mut tasks: Vec<Option<distribute::Task>> = vec![None; local_size];
     if let Some(main) = main {
         for (task, &rank) in main.tasks.into_iter().zip(&rest) {
@@ -235,18 +257,10 @@ pub fn plan_traced(
                 ..task
             });
         }
-        if base.gpus.is_empty() {
-            base.gpus = main.gpus;
-        }
     }
     for (ranks, label, plan) in parts {
         let rule_unit = plan.as_ref().map(|p| p.unit);
-        let mut dealt = plan.map(|p| {
-            if base.gpus.is_empty() {
-                base.gpus.clone_from(&p.gpus);
-            }
-            p.tasks.into_iter()
-        });
+        let mut dealt = plan.map(|p| p.tasks.into_iter());
         for rank in ranks {
             let task = dealt.as_mut().and_then(Iterator::next).map_or_else(
                 || unbound(rank),
@@ -266,6 +280,43 @@ pub fn plan_traced(
     Ok(base)
 }
 
+/// Every GPU the `plans` list, once each in the node's order, with each plan's tasks'
+/// GPU numbers rewritten to positions in that list.
+fn merge_gpus(plans: &mut [&mut Plan]) -> Vec<gpu::Gpu> {
+    let mut all: Vec<gpu::Gpu> = Vec::new();
+    for plan in plans.iter() {
+        for g in &plan.gpus {
+            if !all.iter().any(|a| a.busid == g.busid) {
+                all.push(g.clone());
+            }
+        }
+    }
+    all.sort_by_key(|g| g.number);
+    for (i, g) in all.iter_mut().enumerate() {
+        g.index = i;
+    }
+    for plan in plans.iter_mut() {
+        let to: Vec<usize> = plan
+            .gpus
+            .iter()
+            .map(|g| all.iter().position(|a| a.busid == g.busid).unwrap_or(0))
+            .collect();
+        for task in &mut plan.tasks {
+            for g in &mut task.gpus {
+                *g = to[*g];
+            }
+        }
+    }
+    all
+}
+
+/// What other jobs and earlier `ranks:` groups hold: OS CPU numbers, and GPUs by bus id.
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    cpus: &'a [usize],
+    gpus: &'a [String],
+}
+
 /// [`plan_taking`] for a shape without per-rank rules (or one rule's shape).
 fn plan_one(
     shape: &Shape,
@@ -273,9 +324,10 @@ fn plan_one(
     topology: &Topology,
     local_size: usize,
     gpus_per_task: Option<usize>,
-    held: &[usize],
+    held: Held<'_>,
     trace: Option<&mut Vec<select::Step>>,
 ) -> Result<Plan, Error> {
+    let (held, held_gpus) = (held.cpus, held.gpus);
     let mut request = shape
         .options
         .ge
@@ -309,7 +361,12 @@ fn plan_one(
         topology
     };
     let (gpus, nics) = if topology.has_io() {
-        (gpu::discover(topology), nic::discover(topology))
+        let mut gpus = gpu::discover(topology);
+        gpus.retain(|g| !held_gpus.contains(&g.busid));
+        for (i, g) in gpus.iter_mut().enumerate() {
+            g.index = i;
+        }
+        (gpus, nic::discover(topology))
     } else {
         (Vec::new(), Vec::new())
     };

@@ -165,8 +165,8 @@ fn job_text(
     let site = site.map_or("", |(_, text)| text.as_str());
     let gpus = crate::gpu::Grant::env_text(&|k| env.var(k));
     format!(
-        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#gpus-env:{gpus}\n#site:{site}",
-        config.ge, config.reserve, config.pack, config.share
+        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#gpu-ids:{:?}\n#gpus-env:{gpus}\n#site:{site}",
+        config.ge, config.reserve, config.pack, config.share, config.gpu_ids
     )
 }
 
@@ -209,6 +209,9 @@ fn job_shape(
         shape.options.pack = config.pack;
     }
     shape.options.share |= config.share;
+    if config.gpu_ids.is_some() {
+        shape.options.gpu_ids = config.gpu_ids;
+    }
     Ok(shape)
 }
 
@@ -298,7 +301,8 @@ pub fn run(
     let site = ge::reserve::site_text(&|k| env.var(k))?;
     let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
     let text = job_text(config, &shape_bytes, site.as_ref(), env);
-    let grant = crate::gpu::Grant::from_env(&|k| env.var(k));
+    let grant = crate::gpu::Grant::from_env(&|k| env.var(k))
+        .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
         // that cannot coordinate runs bound all the same, said once per node (by local

@@ -60,6 +60,8 @@ pub struct Grant {
     slurm: Option<Vec<String>>,
     /// PCI bus ids another job holds.
     held: Vec<String>,
+    /// `gpu-ids: uuid`: name a GPU the allocation did not name by `GPU-<uuid>`.
+    uuid: bool,
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -82,7 +84,15 @@ impl Grant {
             lists: VENDOR_VARS.map(|(_, names)| first(names)),
             slurm: first(&SLURM_VARS),
             held: Vec::new(),
+            uuid: false,
         }
+    }
+
+    /// The same grant, naming GPUs by `GPU-<uuid>` where hwloc knows it (`gpu-ids: uuid`);
+    /// an inherited entry is still passed on as written.
+    pub fn by_uuid(mut self, uuid: bool) -> Grant {
+        self.uuid = uuid;
+        self
     }
 
     /// The same grant less the GPUs (bus ids) other jobs hold.
@@ -129,8 +139,8 @@ impl Grant {
                     Some(slurm) => slurm
                         .iter()
                         .any(|e| index_of(e) == Some(gpu.vendor_index))
-                        .then(|| gpu.vendor_index.to_string()),
-                    None => Some(gpu.vendor_index.to_string()),
+                        .then(|| self.own_name(&gpu)),
+                    None => Some(self.own_name(&gpu)),
                 },
             };
             if let Some(export) = export {
@@ -140,6 +150,15 @@ impl Grant {
             }
         }
         out
+    }
+
+    /// The name of a GPU no inherited entry names: `GPU-<uuid>` under `gpu-ids: uuid`
+    /// where hwloc knows it, else the runtime's index.
+    fn own_name(&self, gpu: &Gpu) -> String {
+        match &gpu.uuid {
+            Some(uuid) if self.uuid => uuid.clone(),
+            _ => gpu.vendor_index.to_string(),
+        }
     }
 
     /// Whether entry `k` of a vendor list of `len` entries names `gpu`.

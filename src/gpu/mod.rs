@@ -8,8 +8,12 @@
 //! OS devices (cuda*, rsmi*, nvml*, opencl*) are present they name the GPU; when one
 //! backend shows several OS devices on one PCI device (MI300A in CPX mode: six `rsmi` per
 //! APU), each of them is a GPU partition with its parent's locality.
-//! Order: PCI bus id, then partition, which is CUDA's order under
-//! `CUDA_DEVICE_ORDER=PCI_BUS_ID` and ROCm's default.
+//! Order: binder numbers GPUs by PCI bus id, then partition. Each runtime's variable uses
+//! that runtime's own numbering (SEMANTICS §9): CUDA's under `CUDA_DEVICE_ORDER=PCI_BUS_ID`
+//! and Level Zero's under `ZE_ENABLE_PCI_ID_DEVICE_ORDER=1` are PCI order (binder exports
+//! both); ROCm numbers GPUs in KFD order, which hwloc reports as the `rsmiN` (or OpenCL
+//! `openclXdN`) OS device and which is not PCI order on every node (Corona: bus 03 is
+//! rsmi2), so AMD GPUs take that index where the topology has it.
 
 use std::fmt;
 
@@ -52,8 +56,9 @@ pub struct Gpu {
     /// Position in PCI bus order among all the node's GPUs: binder's GPU number
     /// (`gpu:N`, `BINDER_GPUS`), the same whichever of them a job may have.
     pub number: usize,
-    /// Position in PCI bus order among this vendor's GPUs: the number its runtime uses
-    /// in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / ZE_AFFINITY_MASK.
+    /// The number its runtime uses in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES /
+    /// ZE_AFFINITY_MASK: position in PCI bus order among this vendor's GPUs, except for
+    /// AMD GPUs whose ROCm index hwloc reports (`rsmiN`, `openclXdN`).
     pub vendor_index: usize,
     /// PCI bus id, `domain:bus:device.function`.
     pub busid: String,
@@ -74,6 +79,19 @@ pub struct Gpu {
     pub attached_to: String,
 }
 
+impl Gpu {
+    /// How the task's runtime will name it: `cuda:0`, `rocr:2`, `ze:0`, or with a UUID
+    /// `cuda:GPU-…` (the runtime's variable entry, with the runtime).
+    pub fn runtime_name(&self) -> String {
+        let runtime = match self.vendor {
+            Vendor::Nvidia => "cuda",
+            Vendor::Amd => "rocr",
+            Vendor::Intel => "ze",
+        };
+        format!("{runtime}:{}", self.export)
+    }
+}
+
 /// OS-device name prefixes of compute backends, preferred first.
 const BACKENDS: [&str; 5] = ["cuda", "rsmi", "nvml", "opencl", "ze"];
 
@@ -86,7 +104,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
 /// Every GPU of a topology loaded with I/O discovery, in PCI bus order.
 pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
     let hw = topology.hw();
-    let mut found: Vec<(PciKey, Gpu)> = Vec::new();
+    let mut found: Vec<(PciKey, Gpu, Option<usize>)> = Vec::new();
     for pci in hw.pci_devices() {
         let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
             continue;
@@ -110,6 +128,7 @@ pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
         } = PciPlace::of(topology, pci, attr);
         let partitions = partitions(pci);
         if partitions.is_empty() {
+            let rocm = rocm_index(pci, None);
             let gpu = Gpu {
                 index: 0,
                 number: 0,
@@ -123,12 +142,13 @@ pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
                 locality,
                 attached_to,
             };
-            found.push((key, gpu));
+            found.push((key, gpu, rocm));
             continue;
         }
         for osdev in partitions {
             let model = info(osdev, "GPUModel").unwrap_or_else(|| pci_model.clone());
             let os_name = osdev.name().map(|n| n.to_string_lossy().into_owned());
+            let rocm = rocm_index(pci, Some(osdev));
             let gpu = Gpu {
                 index: 0,
                 number: 0,
@@ -142,27 +162,77 @@ pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
                 locality: locality.clone(),
                 attached_to: attached_to.clone(),
             };
-            found.push((key, gpu));
+            found.push((key, gpu, rocm));
         }
     }
     // Stable: partitions of one device keep their OS order.
-    found.sort_by_key(|(key, _)| *key);
+    found.sort_by_key(|(key, _, _)| *key);
+    // ROCm's indices only when every AMD GPU has one and no two share it: a partial or
+    // clashing set (a hand-edited XML) falls back to PCI order rather than guess.
+    let rocm: Vec<usize> = found
+        .iter()
+        .filter(|(_, g, _)| g.vendor == Vendor::Amd)
+        .filter_map(|(_, _, r)| *r)
+        .collect();
+    let amd = found
+        .iter()
+        .filter(|(_, g, _)| g.vendor == Vendor::Amd)
+        .count();
+    let use_rocm = rocm.len() == amd && {
+        let mut sorted = rocm.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        sorted.len() == amd
+    };
     let mut per_vendor = [0usize; 3];
     found
         .into_iter()
         .enumerate()
-        .map(|(index, (_, gpu))| {
+        .map(|(index, (_, gpu, rocm))| {
             let slot = &mut per_vendor[gpu.vendor as usize];
             *slot += 1;
+            let vendor_index = match rocm {
+                Some(r) if use_rocm && gpu.vendor == Vendor::Amd => r,
+                _ => *slot - 1,
+            };
             Gpu {
                 index,
                 number: index,
-                vendor_index: *slot - 1,
-                export: (*slot - 1).to_string(),
+                vendor_index,
+                export: vendor_index.to_string(),
                 ..gpu
             }
         })
         .collect()
+}
+
+/// ROCm's index of an AMD GPU, as hwloc reports it: the number of its `rsmiN` OS device
+/// (`osdev` for a partition, else the PCI device's), else the device number of its
+/// OpenCL one (`opencl0d3` → 3).
+fn rocm_index(pci: &TopologyObject, osdev: Option<&TopologyObject>) -> Option<usize> {
+    let name = |d: &TopologyObject| d.name().map(|n| n.to_string_lossy().into_owned());
+    let number = |text: &str| text.parse::<usize>().ok();
+    if let Some(n) = osdev
+        .and_then(name)
+        .and_then(|n| n.strip_prefix("rsmi").and_then(number))
+    {
+        return Some(n);
+    }
+    let names: Vec<String> = pci
+        .io_children()
+        .filter(|c| c.object_type() == ObjectType::OSDevice)
+        .filter_map(name)
+        .collect();
+    names
+        .iter()
+        .find_map(|n| n.strip_prefix("rsmi").and_then(number))
+        .or_else(|| {
+            names.iter().find_map(|n| {
+                let rest = n.strip_prefix("opencl")?;
+                let (_, device) = rest.split_once('d')?;
+                number(device)
+            })
+        })
 }
 
 /// Where a PCI device is, as GPU and NIC discovery both need it.

@@ -268,6 +268,9 @@ pub fn task_env(
         let intel = of(Vendor::Intel);
         if !intel.is_empty() {
             env.push(("ZE_AFFINITY_MASK".into(), list(&intel)));
+            // Level Zero's order is the driver's unless asked for PCI order, which is
+            // the order ZE_AFFINITY_MASK's indices are written in (SEMANTICS §9).
+            env.push(("ZE_ENABLE_PCI_ID_DEVICE_ORDER".into(), "1".into()));
         }
     }
     if !task.nics.is_empty() {

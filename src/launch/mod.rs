@@ -22,6 +22,13 @@ use crate::identity::Identity;
 /// Why the task could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// hwloc was told to describe another machine (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`, …),
+    /// so binding to its CPUs would bind to numbers of that machine, not this one.
+    #[error("hwloc describes another machine than this one ({vars}), and binding needs this host's; unset it for the launch, or plan for that machine with `--dry-run --topology FILE`")]
+    NotThisSystem {
+        /// The `HWLOC_*` variables set, clipped.
+        vars: String,
+    },
     /// hwloc refused the CPU binding.
     #[error("cannot bind to cpus {cpus}: {reason}; check `taskset -p $$` and the job's cgroup (`cat /sys/fs/cgroup/cpuset.cpus.effective`)")]
     Bind {
@@ -104,6 +111,34 @@ pub fn run(
     }
 }
 
+/// Refuses a topology that is not this host's (hwloc's `is_this_system`): under
+/// `HWLOC_XMLFILE` or `HWLOC_SYNTHETIC` hwloc describes another machine, and binding to
+/// its CPU numbers would bind this task somewhere else, or nowhere (SEMANTICS §8).
+pub fn this_system(topology: &Topology) -> Result<(), LaunchError> {
+    if topology.hw().is_this_system() {
+        return Ok(());
+    }
+    let vars: Vec<String> = std::env::vars_os()
+        .filter(|(k, _)| k.as_encoded_bytes().starts_with(b"HWLOC_"))
+        .filter(|(k, _)| {
+            !crate::topology::PLUGIN_BLOCKLIST_VARS
+                .iter()
+                .any(|b| k == b)
+        })
+        .map(|(k, v)| {
+            let var = format!("{}={}", k.to_string_lossy(), v.to_string_lossy());
+            crate::text::printable(&var, 120)
+        })
+        .collect();
+    Err(LaunchError::NotThisSystem {
+        vars: if vars.is_empty() {
+            "not this system".to_owned()
+        } else {
+            vars.join(" ")
+        },
+    })
+}
+
 /// Binds this process as `view` says and returns the task's environment, without
 /// exec'ing: the node ledger records the task between the two. With a topology the
 /// binding goes through hwloc, `--verbose` explains inherited bindings and `membind`
@@ -120,6 +155,11 @@ pub fn prepare(
     let Some(topology) = topology else {
         return prepare_cached(view, identity, options, stderr);
     };
+    // Binding to another machine's CPU numbers would bind somewhere else (the CLI refuses
+    // such a topology for every launch; a library caller may still run unbound tasks).
+    if view.is_bound() || options.membind {
+        this_system(topology)?;
+    }
     let unbound = !view.is_bound();
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
     let inherited = (options.verbose || (options.membind && unbound))

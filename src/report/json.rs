@@ -5,7 +5,7 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null,"rank_rule":null}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_ids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null,"rank_rule":null}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
@@ -56,6 +56,10 @@ pub struct TaskRecord {
     pub gpus: Vec<usize>,
     /// The GPUs' PCI bus ids.
     pub gpu_busids: Vec<String>,
+    /// The GPUs as the task's runtime variable names them (`CUDA_VISIBLE_DEVICES`,
+    /// `ROCR_VISIBLE_DEVICES`, `ZE_AFFINITY_MASK` entries: ROCm's own index for AMD,
+    /// `GPU-<uuid>` with `gpu-ids: uuid`).
+    pub gpu_ids: Vec<String>,
     /// For each GPU, whether its locality shares a PU with the task's cpuset (false for
     /// an unbound task).
     pub gpu_local: Vec<bool>,
@@ -125,6 +129,11 @@ impl TaskRecord {
                 .gpus
                 .iter()
                 .map(|&g| plan.gpus[g].busid.clone())
+                .collect(),
+            gpu_ids: task
+                .gpus
+                .iter()
+                .map(|&g| plan.gpus[g].export.clone())
                 .collect(),
             gpu_local: task
                 .gpus

@@ -92,9 +92,15 @@ pub(super) fn render(
                 .iter()
                 .map(|&g| {
                     let gpu = &plan.gpus[g];
+                    let runtime = gpu.runtime_name();
                     match &gpu.os_name {
-                        Some(os) => format!("gpu:{} {} {os} {}", gpu.number, gpu.busid, gpu.model),
-                        None => format!("gpu:{} {} {}", gpu.number, gpu.busid, gpu.model),
+                        Some(os) => format!(
+                            "gpu:{} {} {runtime} {os} {}",
+                            gpu.number, gpu.busid, gpu.model
+                        ),
+                        None => {
+                            format!("gpu:{} {} {runtime} {}", gpu.number, gpu.busid, gpu.model)
+                        }
                     }
                 })
                 .collect();
@@ -248,7 +254,10 @@ pub fn task_binding(plan: &Plan, rank: usize) -> String {
         let busids: Vec<String> = task
             .gpus
             .iter()
-            .map(|&g| format!("gpu:{} {}", plan.gpus[g].number, plan.gpus[g].busid))
+            .map(|&g| {
+                let gpu = &plan.gpus[g];
+                format!("gpu:{} {} {}", gpu.number, gpu.busid, gpu.runtime_name())
+            })
             .collect();
         line.push_str(&format!(" {}", busids.join(", ")));
     }

@@ -38,6 +38,7 @@ pub(super) fn load(job: &Job<'_>, shape: &Shape) -> Result<Topology, Error> {
     let io = shape.needs_io() || job.config.gpus_per_task.is_some();
     topology::block_unused_plugins(io);
     let mut t = crate::load_topology(shape, &Source::Host, job.config.gpus_per_task)?;
+    crate::launch::this_system(&t)?;
     t.set_gpu_grant(job.gpus.clone());
     Ok(t)
 }

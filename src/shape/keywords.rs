@@ -225,6 +225,22 @@ impl Keyword for Pack {
     ];
 }
 
+/// How a task's GPU variables name its GPUs (SEMANTICS §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuIds {
+    /// The runtime's index (CUDA and Level Zero: PCI order; ROCm: its own). The default.
+    #[default]
+    Index,
+    /// `GPU-<uuid>` from hwloc's NVIDIAUUID / AMDUUID, where the topology has it.
+    Uuid,
+}
+
+impl Keyword for GpuIds {
+    const WHAT: &'static str = "GPU id form";
+    const SPELLINGS: &'static [(&'static str, Self)] =
+        &[("index", GpuIds::Index), ("uuid", GpuIds::Uuid)];
+}
+
 /// Serde, schema and display support shared by the keyword enums.
 macro_rules! keyword_impls {
     ($($ty:ident: $desc:literal),* $(,)?) => {$(
@@ -265,6 +281,7 @@ keyword_impls!(
     Bind: "Binding unit (core, pu = process, none), binding width (package = socket, die, numa, l3cache, l2cache: the whole objects the task's units touch) or GPU locality (gpu-local, gpu-remote).",
     Membind: "Memory binding policy.",
     CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds; in `options` also balanced (every task gets as many cores of each kind).",
+    GpuIds: "How GPU variables name a task's GPUs: index (each runtime's own numbering; default) or uuid (GPU-<uuid> from hwloc's NVIDIAUUID/AMDUUID where the topology has it).",
     Pack: "Packing policy on a shared node: spread (freest containers first), fill (partly used containers first; default), exclusive (whole free containers only, kept from other jobs).",
 );
 

@@ -19,7 +19,7 @@ use std::path::Path;
 
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
-pub use keywords::{Bind, CoreKind, Membind, ObjType, Pack, Pattern};
+pub use keywords::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern};
 pub use model::{Options, Resource, Shape, Version};
 pub use ranks::{Group, RankList, RankRule, Ranks};
 pub use schema::{schema_json, SCHEMA_URL_COMMENT};

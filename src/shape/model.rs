@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::validate;
-use super::{Bind, CoreKind, Count, Membind, ObjType, Pack, Pattern};
+use super::{Bind, CoreKind, Count, GpuIds, Membind, ObjType, Pack, Pattern};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -76,6 +76,10 @@ pub struct Options {
     /// `-binding linear:4`); it places the tasks instead of `resources`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ge: Option<String>,
+    /// How CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES and ZE_AFFINITY_MASK name the
+    /// task's GPUs: `index` (default) or `uuid` (`GPU-<uuid>`, SEMANTICS §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ids: Option<GpuIds>,
     /// On a node other jobs use: `spread`, `fill` (default) or `exclusive` (SEMANTICS §13).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack: Option<Pack>,

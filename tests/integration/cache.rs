@@ -53,6 +53,7 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     binder: "test".into(),
                     hwloc: None,
                     loader: Vec::new(),
+                    hwloc_env: Vec::new(),
                     boot: name.clone(),
                     online: String::new(),
                     cgroup: Vec::new(),
@@ -266,4 +267,80 @@ fn a_changed_allowed_cpuset_misses() {
     assert!(inside_hit.contains("cache hit"), "{inside_hit}");
     assert!(changed_trace.contains("cache miss"), "{changed_trace}");
     assert!(changed.contains("Cpus_allowed_list:\t0\n"), "{changed}");
+}
+
+/// `HWLOC_XMLFILE`/`HWLOC_SYNTHETIC` make hwloc describe another machine (issue #22): such
+/// a launch is refused (125, the command never runs), every `HWLOC_*` variable is part of
+/// the cache key, and a plain launch afterwards binds as it did before (before #22 one
+/// launch under them poisoned the cache: later plain launches bound wrongly or refused).
+#[test]
+fn another_machines_topology_is_refused_and_never_cached() {
+    let Some(shared) = shared() else { return };
+    let dir = scratch("hwloc-env");
+    let shape = [
+        "--local-rank",
+        "0",
+        "--local-size",
+        "1",
+        "shapes/cores-packed.yaml",
+    ];
+    let (cold, _) = launch(&dir, &[], &shape);
+    let marker = dir.join("ran");
+    let xml = xml_path(&shared, "skylake-2s-36c-smt2.xml");
+    for (var, value) in [
+        ("HWLOC_XMLFILE", xml.display().to_string()),
+        ("HWLOC_SYNTHETIC", "pack:4 core:8 pu:2".to_owned()),
+    ] {
+        let out = run(
+            binder()
+                .args(shape)
+                .args(["--", "touch"])
+                .arg(&marker)
+                .env("BINDER_CACHE_DIR", &dir)
+                .env(var, &value),
+            125,
+        );
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("binder: hwloc describes another machine than this one ("),
+            "{err}"
+        );
+        assert!(err.contains(var), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!marker.exists(), "the task ran under {var}");
+    }
+    let (after, trace) = launch(&dir, &[], &shape);
+    assert_eq!(after, cold, "{trace}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The key holds every `HWLOC_*` variable: an entry stored without one does not answer a
+/// launch with it (`HWLOC_HIDE_ERRORS` changes nothing hwloc finds, so the launch runs).
+#[test]
+fn hwloc_variables_are_part_of_the_key() {
+    let dir = scratch("hwloc-key");
+    let shape = [
+        "--local-rank",
+        "0",
+        "--local-size",
+        "1",
+        "shapes/cores-packed.yaml",
+    ];
+    let (cold, _) = launch(&dir, &[], &shape);
+    let (_, trace) = launch(&dir, &[], &shape);
+    assert!(trace.contains("cache hit"), "{trace}");
+    let out = run(
+        binder()
+            .args(shape)
+            .args(["--", "grep", "Cpus_allowed_list", "/proc/self/status"])
+            .env("BINDER_CACHE_DIR", &dir)
+            .env("BINDER_CACHE_TRACE", "1")
+            .env("HWLOC_HIDE_ERRORS", "1"),
+        0,
+    );
+    let trace = String::from_utf8(out.stderr).unwrap();
+    assert!(trace.contains("cache miss"), "{trace}");
+    let allowed = String::from_utf8(out.stdout).unwrap();
+    assert!(cold.starts_with(&allowed), "{cold} vs {allowed}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -135,6 +135,7 @@ struct Record {
     objects_physical: Vec<String>,
     gpus: Vec<usize>,
     gpu_busids: Vec<String>,
+    gpu_ids: Vec<String>,
     gpu_local: Vec<bool>,
     bind_width: Option<String>,
     slot: Option<usize>,
