@@ -286,6 +286,9 @@ pub fn run(
             .map_err(Error::Output);
     }
     if let Action::Topology(reserve) = &config.action {
+        if matches!(config.source, Source::GeString(_)) {
+            topology::block_libxml();
+        }
         let topology = topology::load(&config.source, false)?;
         let mut tree = topology.ge_tree();
         let mut entries = ge::reserve::site(&|k| env.var(k))?;
@@ -352,10 +355,12 @@ pub fn run(
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
     // through the environment (process-wide, so never done by `load_topology` itself).
-    let scrub = if config.source == Source::Host {
-        topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
-    } else {
-        Vec::new()
+    let scrub = match config.source {
+        Source::Host => {
+            topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+        }
+        Source::GeString(_) => topology::block_libxml(),
+        _ => Vec::new(),
     };
     let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).

@@ -138,6 +138,18 @@ pub fn block_unused_plugins(io: bool) -> Vec<&'static str> {
     set
 }
 
+/// Keeps hwloc from reading the XML binder builds from a Grid Engine string with libxml2,
+/// whose in-memory parser refuses documents of more than about 10 MB (a 12,256-PU string
+/// makes one); hwloc's own parser has no such limit. Process-wide, like
+/// [`block_unused_plugins`], and for the CLI alone. Returns the variable it set.
+pub fn block_libxml() -> Vec<&'static str> {
+    if std::env::var_os("HWLOC_LIBXML_IMPORT").is_some() {
+        return Vec::new();
+    }
+    std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
+    vec!["HWLOC_LIBXML_IMPORT"]
+}
+
 /// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
 ///
 /// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
@@ -397,6 +409,18 @@ impl Topology {
                 Some(p) => root = p,
                 None => break,
             }
+        }
+        // An ancestor with the same cpuset lies inside too (SEMANTICS §3): the core of a
+        // one-thread PU, the L2 of a one-core L2. Such a chain is short.
+        let mut up = root;
+        while let Some(p) = up.parent() {
+            if p.cpuset().is_none_or(|s| *s != *within) {
+                break;
+            }
+            if p.object_type() == ty {
+                return vec![p];
+            }
+            up = p;
         }
         let mut found = Vec::new();
         let mut stack = vec![root];

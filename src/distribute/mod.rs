@@ -217,8 +217,12 @@ pub enum DistributeError {
     },
     /// Fewer units than tasks.
     #[error(
-        "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node, \
-         select more resources, or bind to a finer unit (`bind: pu`)"
+        "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node{finer}",
+        finer = if *.unit == Unit::Core {
+            ", select more resources, or bind to a finer unit (`bind: pu`)"
+        } else {
+            " or select more resources"
+        }
     )]
     TooFewUnits {
         /// The shape file.
@@ -246,10 +250,19 @@ pub enum DistributeError {
         why: String,
     },
     /// `interleave` with unit core.
-    #[error("{origin}: pattern `interleave` deals PUs of cores and needs unit pu, but the unit is core ({rule}); add `bind: pu` to `options` or use `packed`/`scatter`")]
+    #[error(
+        "{origin}: pattern `interleave` deals PUs of cores and needs unit pu, but the unit is {unit} ({rule}); {fix}",
+        fix = if *.unit == Unit::None {
+            "`bind: none` deals nothing, so drop `pattern: interleave` (or bind to `pu`)"
+        } else {
+            "add `bind: pu` to `options` or use `packed`/`scatter`"
+        }
+    )]
     InterleaveNeedsPu {
         /// The shape file.
         origin: String,
+        /// The unit the shape has.
+        unit: Unit,
         /// How the unit was chosen.
         rule: String,
     },
@@ -272,7 +285,7 @@ pub enum DistributeError {
         hint: String,
     },
     /// More tasks than slots.
-    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} tasks per node, or ask for more, smaller slots")]
+    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} task{s} per node, or ask for more, smaller slots", s = if *.slots == 1 { "" } else { "s" })]
     TooFewSlots {
         /// The shape file.
         origin: String,
@@ -336,6 +349,7 @@ pub fn distribute(
     if request.pattern == Pattern::Interleave && request.unit.unit != Unit::Pu {
         return Err(DistributeError::InterleaveNeedsPu {
             origin: origin.to_owned(),
+            unit: request.unit.unit,
             rule: request.unit.rule.to_string(),
         });
     }

@@ -64,6 +64,19 @@ impl Letter {
         matches!(self, Letter::C | Letter::E)
     }
 
+    /// Whether a `self` may sit directly inside `parent` in the nested form: a strictly
+    /// finer unit, N anywhere above the cores (once per path), anything inside an N.
+    fn nests_in(self, parent: Letter, numa_above: bool) -> bool {
+        match (self, parent) {
+            (Letter::N, Letter::C | Letter::E | Letter::T) => false,
+            (Letter::N, _) => !numa_above,
+            (_, Letter::N) => true,
+            (Letter::T, p) => p.is_core(),
+            // Below S, X, Y: only a strictly finer unit (C and E are one rank).
+            (child, p) => !child.closes(p),
+        }
+    }
+
     /// Which open letters a new `self` closes when it does not repeat one of them: a
     /// socket closes the caches and cores of the previous one, a core the previous core.
     /// N closes nothing: it opens where hwloc attached the NUMA node (`NS`, `SN`, `SXN`).
@@ -108,8 +121,13 @@ pub struct Tree {
     pub roots: Vec<usize>,
 }
 
-/// The longest topology string binder reads: 4 MiB covers a 16,384-PU node spelt out.
-pub const MAX_TOPOLOGY_CHARS: usize = 4 << 20;
+/// The longest topology string binder reads: 256 KiB holds the largest node it plans
+/// ([`MAX_TOPOLOGY_THREADS`]) spelt out in the nested form (about 75 KiB) three times over.
+pub const MAX_TOPOLOGY_CHARS: usize = 256 << 10;
+
+/// The most threads a topology string may describe: 16,384 PUs, the largest node binder
+/// plans, which parses, loads and plans in well under a second and 256 MiB.
+pub const MAX_TOPOLOGY_THREADS: usize = 16_384;
 
 impl Tree {
     /// Parses either form. Lone cores (`C` with no `T`) get one thread of their own case;
@@ -124,7 +142,7 @@ impl Tree {
             return Err(bad("it describes no CPUs".into()));
         }
         if text.len() > MAX_TOPOLOGY_CHARS {
-            return Err(bad(format!("longer than {} MiB", MAX_TOPOLOGY_CHARS >> 20)));
+            return Err(bad(format!("longer than {} KiB", MAX_TOPOLOGY_CHARS >> 10)));
         }
         let mut tree = Tree::default();
         if text.starts_with('(') {
@@ -205,6 +223,19 @@ impl Tree {
                             j + 1
                         ));
                     }
+                    // Each unit nests in a coarser one (`(S(S(C)))` is no machine), and a
+                    // path has at most one N: so the depth is at most six.
+                    let numa_above = open.iter().any(|&o| self.nodes[o].letter == Letter::N);
+                    if let Some(p) = parent.map(|p| self.nodes[p].letter) {
+                        if !letter.nests_in(p, numa_above) {
+                            return Err(format!(
+                                "the {} at position {} is inside a {}; a unit nests only in a coarser one (N S X Y C/E T)",
+                                letter.char(),
+                                j + 1,
+                                p.char()
+                            ));
+                        }
+                    }
                     let id = self.push(letter, l.is_ascii_lowercase(), parent);
                     open.push(id);
                 }
@@ -227,31 +258,48 @@ impl Tree {
     }
 
     /// Gives lone cores their thread, numbers threads, and checks every unit holds a core.
+    /// Linear in the string and without recursion, so neither a long string nor a deep
+    /// one costs more than its length.
     fn complete(&mut self) -> Result<(), String> {
-        // Rebuild in pre-order with the hidden threads in place.
+        // Rebuild in pre-order with the hidden threads in place: an explicit stack of
+        // (old node, new parent), children pushed in reverse so they come out in order.
         let old = std::mem::take(self);
-        fn copy(old: &Tree, n: usize, parent: Option<usize>, new: &mut Tree) {
+        let mut stack: Vec<(usize, Option<usize>)> =
+            old.roots.iter().rev().map(|&r| (r, None)).collect();
+        while let Some((n, parent)) = stack.pop() {
             let node = &old.nodes[n];
-            let id = new.push(node.letter, node.used, parent);
+            let id = self.push(node.letter, node.used, parent);
             if node.letter.is_core() && node.children.is_empty() {
-                new.push(Letter::T, node.used, Some(id));
+                self.push(Letter::T, node.used, Some(id));
             }
-            for &c in &node.children {
-                copy(old, c, Some(id), new);
+            stack.extend(node.children.iter().rev().map(|&c| (c, Some(id))));
+        }
+        // Pre-order: every node comes before its descendants, so one backward pass
+        // tells which hold a thread.
+        let mut holds = vec![false; self.nodes.len()];
+        for n in (0..self.nodes.len()).rev() {
+            if self.nodes[n].letter == Letter::T {
+                holds[n] = true;
+            }
+            if let (true, Some(p)) = (holds[n], self.nodes[n].parent) {
+                holds[p] = true;
             }
         }
-        for &r in &old.roots {
-            copy(&old, r, None, self);
+        let threads = self.nodes.iter().filter(|n| n.letter == Letter::T).count();
+        if threads > MAX_TOPOLOGY_THREADS {
+            return Err(format!(
+                "it describes {threads} threads; binder plans nodes of at most {MAX_TOPOLOGY_THREADS}"
+            ));
         }
         let mut pu = 0;
-        for n in 0..self.nodes.len() {
-            if self.nodes[n].letter == Letter::T {
-                self.nodes[n].os = Some(pu);
+        for (n, (node, holds)) in self.nodes.iter_mut().zip(holds).enumerate() {
+            if node.letter == Letter::T {
+                node.os = Some(pu);
                 pu += 1;
-            } else if self.threads(n).is_empty() {
+            } else if !holds {
                 return Err(format!(
                     "its {} at position {} holds no core",
-                    self.nodes[n].letter.char(),
+                    node.letter.char(),
                     n + 1
                 ));
             }

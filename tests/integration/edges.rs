@@ -505,3 +505,151 @@ fn intel_gpus_ask_level_zero_for_pci_order() {
         assert!(env.get("CUDA_VISIBLE_DEVICES").is_none());
     }
 }
+
+/// Runs a dry-run of the shape `yaml` with `args`, returning (exit code, stdout, stderr).
+fn dry(yaml: &str, args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile_dir();
+    let shape = dir.join("s.yaml");
+    std::fs::write(&shape, yaml).unwrap();
+    let out = binder().arg("-n").arg(&shape).args(args).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        err.replace(&shape.display().to_string(), "s.yaml"),
+    )
+}
+
+/// Refusal hints say what can help: no "bind to a finer unit (`bind: pu`)" when the unit
+/// is already pu, "1 task" not "1 tasks", and `bind: none` with `interleave` names unit
+/// none (it said "core") and suggests dropping the pattern.
+#[test]
+fn refusal_hints_fit_the_shape() {
+    let (code, _, err) = dry(
+        "options:\n  bind: pu\nresources:\n  - type: pu\n    count: 2\n",
+        &["--local-size", "3", "--synthetic", "core:4 pu:2"],
+    );
+    assert_eq!(code, 125);
+    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 pu in the pool; run fewer tasks per node or select more resources\n");
+    let (_, _, err) = dry(
+        "resources:\n  - type: core\n    count: 2\n",
+        &["--local-size", "3", "--synthetic", "core:4 pu:2"],
+    );
+    assert!(
+        err.ends_with("or bind to a finer unit (`bind: pu`)\n"),
+        "{err}"
+    );
+    let (code, _, err) = dry(
+        "resources:\n  - type: package\n    with:\n      - type: slot\n",
+        &["--local-size", "2", "--synthetic", "pack:1 core:4 pu:1"],
+    );
+    assert_eq!(code, 125);
+    assert!(err.contains("run at most 1 task per node"), "{err}");
+    let (code, _, err) = dry(
+        "options:\n  bind: none\n  pattern: interleave\nresources:\n  - type: core\n",
+        &["--synthetic", "core:4 pu:2"],
+    );
+    assert_eq!(code, 125);
+    assert!(err.contains("but the unit is none (explicit); `bind: none` deals nothing, so drop `pattern: interleave`"), "{err}");
+}
+
+/// SEMANTICS §3: a nested request considers the objects whose cpuset lies inside the
+/// parent's, an equal cpuset included: `pu > core` on one-thread cores takes each PU's
+/// core (refused before #22, as the walk looked only below the parent), and on two-thread
+/// cores it is still refused (a core is not inside one of its PUs).
+#[test]
+fn a_child_with_its_parents_cpuset_lies_inside_it() {
+    let nested = "resources:\n  - type: pu\n    count: 2\n    with:\n      - type: core\n";
+    let (code, out, err) = dry(nested, &["--synthetic", "pack:1 core:4 pu:1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rank 0/1  pu:0-1  cpus 0-1"), "{out}");
+    let (code, _, err) = dry(nested, &["--synthetic", "pack:1 core:4 pu:2"]);
+    assert_eq!(code, 125, "{err}");
+    // The offline-CPU Xeon's cores each have an L2 of their own.
+    let Some(shared) = shared() else { return };
+    let xml = xml_path(&shared, "xeon-2s-offline-cpu0-node0.xml");
+    let (code, out, err) = dry(
+        "resources:\n  - type: core\n    count: 2\n    with:\n      - type: l2\n",
+        &["--topology", xml.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rank 0/1  core:0-1  cpus 4,6"), "{out}");
+}
+
+/// Runs `binder topology --ge-topology TEXT`: (exit code, stdout, stderr).
+fn ge_topology(text: &str) -> (i32, String, String) {
+    let out = binder()
+        .args(["topology", "--ge-topology", text])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Grid Engine strings (SEMANTICS §12): the nested form nests a unit only in a coarser
+/// one (`(S(S(S(C))))` was accepted before #22), 30,000 levels are refused at once (they
+/// crashed the recursive parser), and a 16,384-thread node is read in either form (at
+/// least 12,256 threads used to be refused) while one thread more is refused by name.
+#[test]
+fn ge_strings_are_bounded_and_well_formed() {
+    for (text, want) in [
+        ("(S(C(T)(T))(C(T)(T)))", "SCTTCTT\n"),
+        ("(S(N(C)(C)))", "SNCC\n"),
+        ("(N(S(X(Y(C(T))))))", "NSXYC\n"),
+    ] {
+        let (code, out, err) = ge_topology(text);
+        assert_eq!((code, out.as_str()), (0, want), "{text}: {err}");
+    }
+    for (text, why) in [
+        ("(S(S(S(C))))", "the S at position 4 is inside a S"),
+        ("(N(N(C)))", "the N at position 4 is inside a N"),
+        ("(C(S))", "the S at position 4 is inside a C"),
+        ("(C(C))", "the C at position 4 is inside a C"),
+    ] {
+        let (code, _, err) = ge_topology(text);
+        assert_eq!(code, 125, "{text}");
+        assert!(err.contains(why), "{text}: {err}");
+    }
+    let deep = format!("{}{}", "(S".repeat(30_000), ")".repeat(30_000));
+    let (code, _, err) = ge_topology(&deep);
+    assert_eq!(code, 125, "{err}");
+    assert_eq!(err.lines().count(), 1);
+    let product = format!("S{}", "CTT".repeat(8192));
+    let nested = format!("(S{})", "(C(T)(T))".repeat(8192));
+    for text in [&product, &nested] {
+        let out = run(
+            binder()
+                .args([
+                    "-n",
+                    "--ge-topology",
+                    text,
+                    "--ge",
+                    "-bunit C -bamount 1",
+                    "--local-size",
+                    "2",
+                ])
+                .arg("--format")
+                .arg("json"),
+            0,
+        );
+        let lines = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            lines
+                .lines()
+                .nth(1)
+                .unwrap()
+                .contains("\"cpulist\":\"2-3\""),
+            "{}",
+            &lines[..200]
+        );
+    }
+    let (code, _, err) = ge_topology(&format!("S{}", "CTT".repeat(8193)));
+    assert_eq!(code, 125);
+    assert!(
+        err.contains("it describes 16386 threads; binder plans nodes of at most 16384"),
+        "{err}"
+    );
+}
