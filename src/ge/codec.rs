@@ -64,22 +64,24 @@ impl Letter {
         matches!(self, Letter::C | Letter::E)
     }
 
-    /// Whether a `self` may sit directly inside `parent` in the nested form: a strictly
-    /// finer unit, N anywhere above the cores (once per path), anything inside an N.
-    fn nests_in(self, parent: Letter, numa_above: bool) -> bool {
-        match (self, parent) {
-            (Letter::N, Letter::C | Letter::E | Letter::T) => false,
-            (Letter::N, _) => !numa_above,
-            (_, Letter::N) => true,
-            (Letter::T, p) => p.is_core(),
-            // Below S, X, Y: only a strictly finer unit (C and E are one rank).
-            (child, p) => !child.closes(p),
+    /// Whether a `self` may sit directly inside `parent` in the nested form, `coarser`
+    /// being the nearest enclosing unit that is not an N: N anywhere above the cores
+    /// (once per path); any other unit strictly finer than `coarser` (C and E are one
+    /// rank), a thread only in a core.
+    fn nests_in(self, parent: Letter, coarser: Option<Letter>, numa_above: bool) -> bool {
+        match (self, parent, coarser) {
+            (Letter::N, Letter::C | Letter::E | Letter::T, _) => false,
+            (Letter::N, _, _) => !numa_above,
+            (Letter::T, p, _) => p.is_core(),
+            (_, _, None) => true,
+            (child, _, Some(c)) => !child.closes(c),
         }
     }
 
     /// Which open letters a new `self` closes when it does not repeat one of them: a
     /// socket closes the caches and cores of the previous one, a core the previous core.
-    /// N closes nothing: it opens where hwloc attached the NUMA node (`NS`, `SN`, `SXN`).
+    /// N closes only cores and threads: it opens where hwloc attached the NUMA node (`NS`,
+    /// `SN`, `SXN`), never inside a core.
     /// A thread closes nothing (it nests in its core; a repeated T is a repeated letter).
     fn closes(self, open: Letter) -> bool {
         let rank = |l: Letter| match l {
@@ -90,7 +92,9 @@ impl Letter {
             Letter::S | Letter::N => 4,
         };
         match (self, open) {
-            (Letter::N | Letter::T, _) | (_, Letter::N) => false,
+            // An N sits above the cores: it closes an open core and its thread.
+            (Letter::N, o) => o.is_core() || o == Letter::T,
+            (Letter::T, _) | (_, Letter::N) => false,
             _ => rank(open) <= rank(self),
         }
     }
@@ -226,8 +230,15 @@ impl Tree {
                     // Each unit nests in a coarser one (`(S(S(C)))` is no machine), and a
                     // path has at most one N: so the depth is at most six.
                     let numa_above = open.iter().any(|&o| self.nodes[o].letter == Letter::N);
+                    // An N is transparent: below it, a unit must be finer than the unit
+                    // above the N (`(S(N(S(C))))` is a socket in a socket).
+                    let coarser = open
+                        .iter()
+                        .rev()
+                        .map(|&o| self.nodes[o].letter)
+                        .find(|&l| l != Letter::N);
                     if let Some(p) = parent.map(|p| self.nodes[p].letter) {
-                        if !letter.nests_in(p, numa_above) {
+                        if !letter.nests_in(p, coarser, numa_above) {
                             return Err(format!(
                                 "the {} at position {} is inside a {}; a unit nests only in a coarser one (N S X Y C/E T)",
                                 letter.char(),

@@ -608,11 +608,17 @@ fn ge_strings_are_bounded_and_well_formed() {
         ("(N(N(C)))", "the N at position 4 is inside a N"),
         ("(C(S))", "the S at position 4 is inside a C"),
         ("(C(C))", "the C at position 4 is inside a C"),
+        // Found by the ge fuzz target: an N does not make a socket fit in a socket.
+        ("(S(N(S(C))))", "the S at position 6 is inside a N"),
     ] {
         let (code, _, err) = ge_topology(text);
         assert_eq!(code, 125, "{text}");
         assert!(err.contains(why), "{text}: {err}");
     }
+    // Found by the ge fuzz target: an N after a thread opened inside it, and the string
+    // printed back lost a thread. An N closes the open core and thread; ten cores remain.
+    let (code, out, _) = ge_topology("ECTNEECTECTEETC");
+    assert_eq!((code, out.as_str()), (0, "ECNEECECEEC\n"));
     let deep = format!("{}{}", "(S".repeat(30_000), ")".repeat(30_000));
     let (code, _, err) = ge_topology(&deep);
     assert_eq!(code, 125, "{err}");
