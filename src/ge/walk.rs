@@ -161,14 +161,13 @@ fn matches(tree: &Tree, n: usize, mark: Mark, unit: UnitSpec) -> bool {
     tree.nodes[n].letter == letter && tree.touched(n) == mark.used
 }
 
-/// One packed walk: up to `amount` free units between start and stop, in `order`.
-fn walk(
+/// The stretch of `order` between `-bstart` and `-bstop`, judged on `tree`.
+fn window_range(
     tree: &Tree,
     order: &[usize],
     p: &Packed,
     unit: UnitSpec,
-    amount: Option<usize>,
-) -> Result<Vec<usize>, GeError> {
+) -> Result<(usize, usize), GeError> {
     let from = match p.start {
         Some(m) => order
             .iter()
@@ -191,9 +190,20 @@ fn walk(
                 .map(|i| from + 1 + i)
         })
         .unwrap_or(order.len());
+    Ok((from, to))
+}
+
+/// One packed walk: up to `amount` units free in `tree` within `span` of the visit order.
+fn walk(
+    tree: &Tree,
+    span: &[usize],
+    p: &Packed,
+    unit: UnitSpec,
+    amount: Option<usize>,
+) -> Result<Vec<usize>, GeError> {
     let mut got = Vec::new();
     let mut units = 0;
-    for &n in &order[from..to] {
+    for &n in span {
         if amount.is_some_and(|a| units == a) {
             break;
         }
@@ -264,8 +274,13 @@ fn packed(tree: &Tree, p: &Packed, tasks: usize) -> Result<Placement, GeError> {
     };
     // Sorted once per job (OCS: when the host is first looked at).
     let order = visit_order(tree, &p.sort);
+    // The window too is found once per job, on the node as other jobs left it: the job's
+    // own earlier slots do not close it (OCS looks again per slot, so after its first slot
+    // takes a core `-bstart S` finds no free socket and the second slot goes unbound).
+    let (from, to) = window_range(tree, &order, p, unit)?;
+    let span = &order[from..to];
     if p.host {
-        let got = walk(tree, &order, p, unit, amount)?;
+        let got = walk(tree, span, p, unit, amount)?;
         return Ok(Placement {
             tasks: vec![got; tasks],
             cores: None,
@@ -275,7 +290,7 @@ fn packed(tree: &Tree, p: &Packed, tasks: usize) -> Result<Placement, GeError> {
     let mut work = tree.clone();
     let mut out = Vec::with_capacity(tasks);
     for rank in 0..tasks {
-        let got = walk(&work, &order, p, unit, amount).map_err(|e| match e {
+        let got = walk(&work, span, p, unit, amount).map_err(|e| match e {
             GeError::Refused(why) if tasks > 1 => {
                 refuse(format!("task {rank} of {tasks} (one slot each): {why}"))
             }

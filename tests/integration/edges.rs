@@ -659,3 +659,39 @@ fn ge_strings_are_bounded_and_well_formed() {
         "{err}"
     );
 }
+
+/// OCS per-slot `-bstart S`: the window is found once for the job on the node as other
+/// jobs left it, so every slot binds inside it. Before #22 the second slot looked again,
+/// found no wholly free socket (the first slot had taken a core of it) and was refused.
+/// On `NSXCCccSXCCCC` (OS PUs 0-3 on the used socket, 4-7 on the free one) the sequence
+/// of sge_binding(5) example 11 is `SX1234`: slots take PUs 4, 5, 6, 7, and a fifth slot
+/// finds the window full.
+#[test]
+fn per_slot_bstart_binds_every_slot_in_the_window() {
+    let ge = "-bunit C -bamount 1 -btype slot -bsort S -bstart S -bstop s";
+    let cpus = |tasks: &str| {
+        binder()
+            .args(["-n", "--ge-topology", "NSXCCccSXCCCC", "--ge", ge])
+            .args(["--local-size", tasks, "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    let out = cpus("4");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let lists: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["cpulist"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(lists, ["4", "5", "6", "7"]);
+    let out = cpus("5");
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("task 4 of 5") && err.contains("0 of 1 free C unit"),
+        "{err}"
+    );
+}

@@ -14,6 +14,7 @@ mod gpu_ledger;
 mod gpus;
 mod launch;
 mod ledger;
+mod openmpi;
 mod oracle;
 mod picture;
 mod placement;
