@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::{Action as CliAction, Cli, CofArg, FormatArg, GpuIdsArg, PackArg};
 use crate::error::Error;
-use crate::report::{CpusetFormat, Format};
-use crate::topology::Source;
+use binder_plan::report::{CpusetFormat, Format};
+use binder_plan::topology::Source;
 
 /// What binder was asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,11 +57,11 @@ pub struct Config {
     /// Explain identity and inherited bindings on stderr.
     pub verbose: bool,
     /// `--pack`, overriding the shape's `options.pack`.
-    pub pack: Option<crate::shape::Pack>,
+    pub pack: Option<binder_plan::shape::Pack>,
     /// `--share`: take units other jobs hold rather than refuse.
     pub share: bool,
     /// `--gpu-ids`: how GPU variables name the task's GPUs.
-    pub gpu_ids: Option<crate::shape::GpuIds>,
+    pub gpu_ids: Option<binder_plan::shape::GpuIds>,
 }
 
 impl Config {
@@ -154,7 +154,7 @@ impl Config {
             Some(v) => {
                 return Err(Error::Usage(format!(
                     "BINDER_REPORT={:?} is neither on (1, yes, true, on) nor off (0, no, false, off, empty)",
-                    crate::identity::clip(&v)
+                    binder_core::text::clip(&v, binder_core::text::QUOTE_MAX)
                 )))
             }
         };
@@ -210,8 +210,8 @@ impl Config {
             pack: cli.pack.map(pack_of),
             share: cli.share,
             gpu_ids: cli.gpu_ids.map(|g| match g {
-                GpuIdsArg::Index => crate::shape::GpuIds::Index,
-                GpuIdsArg::Uuid => crate::shape::GpuIds::Uuid,
+                GpuIdsArg::Index => binder_plan::shape::GpuIds::Index,
+                GpuIdsArg::Uuid => binder_plan::shape::GpuIds::Uuid,
             }),
         })
     }
@@ -240,11 +240,11 @@ impl Config {
 }
 
 /// The shape's packing policy for a `--pack` value.
-fn pack_of(pack: PackArg) -> crate::shape::Pack {
+fn pack_of(pack: PackArg) -> binder_plan::shape::Pack {
     match pack {
-        PackArg::Spread => crate::shape::Pack::Spread,
-        PackArg::Fill => crate::shape::Pack::Fill,
-        PackArg::Exclusive => crate::shape::Pack::Exclusive,
+        PackArg::Spread => binder_plan::shape::Pack::Spread,
+        PackArg::Fill => binder_plan::shape::Pack::Fill,
+        PackArg::Exclusive => binder_plan::shape::Pack::Exclusive,
     }
 }
 

@@ -1,25 +1,14 @@
-//! The one error type of the library: it wraps each stage's error and maps every kind of
+//! The one error type of the command line: it wraps each stage's error and maps every kind of
 //! failure to its exit code in one place.
 
-use crate::distribute::DistributeError;
-use crate::exit_code;
-use crate::identity::IdentityError;
-use crate::launch::LaunchError;
-use crate::select::SelectError;
-use crate::shape::ShapeError;
-use crate::topology::TopologyError;
-
-/// How many characters of a value taken from input a message quotes.
-pub const QUOTE_MAX: usize = 40;
-
-/// `text` cut to at most `max` characters, with `…` where it was cut: every message that
-/// quotes input uses it, so a huge value never makes a huge message.
-pub fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
-}
+use binder_core::exit_code;
+use binder_core::identity::IdentityError;
+use binder_core::launch::LaunchError;
+use binder_plan::distribute::DistributeError;
+use binder_plan::select::SelectError;
+use binder_plan::shape::ShapeError;
+use binder_plan::topology::TopologyError;
+use binder_plan::PlanError;
 
 /// Anything that stops binder.
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +36,10 @@ pub enum Error {
     Launch(#[from] LaunchError),
     #[error(transparent)]
     /// A Grid Engine string, request or reservation.
-    Ge(#[from] crate::ge::GeError),
+    Ge(#[from] binder_plan::ge::GeError),
     /// The node ledger: its lock, or other jobs holding the units.
     #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] binder_core::ledger::LedgerError),
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),
@@ -62,8 +51,23 @@ pub enum Error {
     HandOver,
 }
 
+/// A planning error keeps its stage's variant, so its message and exit code stay as the
+/// stage gave them.
+impl From<PlanError> for Error {
+    fn from(e: PlanError) -> Error {
+        match e {
+            PlanError::Usage(why) => Error::Usage(why),
+            PlanError::Shape(e) => Error::Shape(e),
+            PlanError::Topology(e) => Error::Topology(e),
+            PlanError::Select(e) => Error::Select(e),
+            PlanError::Distribute(e) => Error::Distribute(e),
+            PlanError::Ge(e) => Error::Ge(e),
+        }
+    }
+}
+
 impl Error {
-    /// The exit status for this error (see [`crate::exit_code`]).
+    /// The exit status for this error (see [`binder_core::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Launch(LaunchError::NotFound { .. } | LaunchError::NoInterpreter { .. }) => {

@@ -21,7 +21,8 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 
 use binder::FULL_EXE as FULL;
-use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report, Error};
+use binder::{cli::Cli, config::Config, exit_code, Error};
+use binder_core::identity::ProcessEnv;
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]
@@ -37,11 +38,14 @@ pub extern "C" fn main(
             match binder::warm(&config, &ProcessEnv, &mut std::io::stderr()) {
                 Error::HandOver => {
                     if std::env::var_os("BINDER_CACHE_TRACE").is_some_and(|v| v == "1") {
-                        report::emit(&mut std::io::stderr(), "hands the launch to binder-full");
+                        binder_core::text::emit(
+                            &mut std::io::stderr(),
+                            "hands the launch to binder-full",
+                        );
                     }
                 }
                 err => {
-                    report::emit(&mut std::io::stderr(), &err.to_string());
+                    binder_core::text::emit(&mut std::io::stderr(), &err.to_string());
                     std::process::exit(err.exit_code());
                 }
             }
@@ -67,7 +71,7 @@ fn hand_over(args: &[OsString]) -> ! {
         }
         None => "cannot find the directory of this executable (/proc/self/exe)".to_owned(),
     };
-    report::emit(
+    binder_core::text::emit(
         &mut std::io::stderr(),
         &format!("{why}; binder needs {FULL} installed beside it (`cargo build` builds both, `cargo install` installs both)"),
     );

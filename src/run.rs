@@ -6,10 +6,12 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use crate::shape::{self, Pack, Shape};
-use crate::topology::{self, Source};
-use crate::{cache, ge, identity, launch, ledger, report};
-use crate::{fill_ge_topology, load_topology, plan};
+use binder_core::view::Packing;
+use binder_core::{cache, identity, launch, ledger};
+use binder_plan::shape::{self, Shape};
+use binder_plan::topology::{self, Source};
+use binder_plan::{fill_ge_topology, load_topology, plan};
+use binder_plan::{ge, report};
 
 mod around;
 mod planner;
@@ -24,14 +26,14 @@ struct Job<'a> {
     text: &'a str,
     identity: &'a identity::Identity,
     /// The GPUs the job's allocation grants (SEMANTICS §9).
-    gpus: crate::gpu::Grant,
+    gpus: binder_plan::gpu::Grant,
 }
 
 /// `binder node`: this host's topology and the ledger, verified.
 fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
     // I/O discovery names each job's GPUs by binder's number.
     let topology = topology::load(&Source::Host, true)?;
-    let procs = crate::procfs::Real;
+    let procs = binder_core::procfs::Real;
     let (dir, scan) = match ledger::Ledger::open(&|k| env.var(k)) {
         Ok(l) => {
             let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
@@ -43,17 +45,17 @@ fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(),
         }
         Err(why) => (format!("not used ({why})"), ledger::Scan::default()),
     };
-    let node = ledger::node::build(
+    let node = binder_plan::node::build(
         &topology,
         &scan,
         &dir,
         &identity::hostname(),
-        &ledger::node::user_name,
+        &binder_core::procfs::user_name,
     );
     let text = if json {
         serde_json::to_string_pretty(&node).unwrap_or_default() + "\n"
     } else {
-        ledger::node::render_text(&node)
+        binder_plan::node::render_text(&node)
     };
     out.write_all(text.as_bytes()).map_err(Error::Output)
 }
@@ -79,7 +81,7 @@ fn node_cache(
         .and_then(|c| Ok((c, cache::Key::for_host(text, size, config.gpus_per_task)?)))
         .map_err(|why| {
             if tracing() {
-                report::emit(err, &format!("cache off: {why}"));
+                binder_core::text::emit(err, &format!("cache off: {why}"));
             }
         })
         .ok()
@@ -89,17 +91,17 @@ fn node_cache(
 fn cache_lookup(
     (c, key): &(cache::Cache, cache::Key),
     err: &mut impl Write,
-) -> Option<(Vec<launch::env::TaskView>, Pack)> {
+) -> Option<(Vec<binder_core::view::TaskView>, Packing)> {
     match c.lookup(key) {
         Ok(hit) => {
             if tracing() {
-                report::emit(err, &format!("cache hit: {}", c.dir().display()));
+                binder_core::text::emit(err, &format!("cache hit: {}", c.dir().display()));
             }
             Some(hit)
         }
         Err(why) => {
             if tracing() {
-                report::emit(err, &format!("cache miss: {why}"));
+                binder_core::text::emit(err, &format!("cache miss: {why}"));
             }
             None
         }
@@ -109,21 +111,21 @@ fn cache_lookup(
 /// Stores a fresh plan's views.
 fn cache_store(
     (c, key): &(cache::Cache, cache::Key),
-    views: Vec<launch::env::TaskView>,
+    views: Vec<binder_core::view::TaskView>,
     shape: &Shape,
     err: &mut impl Write,
 ) {
-    let stored = c.store(key, views, shape.options.pack.unwrap_or_default());
+    let stored = c.store(key, views, shape.options.pack.unwrap_or_default().into());
     if tracing() {
         let what = stored.map_or_else(|e| e, |()| c.dir().display().to_string());
-        report::emit(err, &format!("cache store: {what}"));
+        binder_core::text::emit(err, &format!("cache store: {what}"));
     }
 }
 
 /// A launch's options: the rank's own from its view, the rest from the command line.
 fn launch_options<'a>(
     config: &Config,
-    view: &launch::env::TaskView,
+    view: &binder_core::view::TaskView,
     command: &'a [std::ffi::OsString],
     scrub: &'a [&'static str],
 ) -> launch::Options<'a> {
@@ -142,7 +144,7 @@ fn launch_options<'a>(
 /// only on failure.
 fn run_cached(
     config: &Config,
-    views: &[launch::env::TaskView],
+    views: &[binder_core::view::TaskView],
     identity: &identity::Identity,
     command: &[std::ffi::OsString],
     err: &mut impl Write,
@@ -163,7 +165,7 @@ fn job_text(
     env: &dyn identity::Env,
 ) -> String {
     let site = site.map_or("", |(_, text)| text.as_str());
-    let gpus = crate::gpu::Grant::env_text(&|k| env.var(k));
+    let gpus = binder_plan::gpu::Grant::env_text(&|k| env.var(k));
     format!(
         "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#gpu-ids:{:?}\n#gpus-env:{gpus}\n#site:{site}",
         config.ge, config.reserve, config.pack, config.share, config.gpu_ids
@@ -250,7 +252,7 @@ pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> E
                 origin: &origin,
                 text: &text,
                 identity: &identity,
-                gpus: crate::gpu::Grant::from_env(&|k| env.var(k)),
+                gpus: binder_plan::gpu::Grant::from_env(&|k| env.var(k)),
             };
             match shared::launch(&ledger, &job, env, command, &mut planner::Warm, err) {
                 shared::Stopped::Error(e) => e,
@@ -304,7 +306,7 @@ pub fn run(
     let site = ge::reserve::site_text(&|k| env.var(k))?;
     let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
     let text = job_text(config, &shape_bytes, site.as_ref(), env);
-    let grant = crate::gpu::Grant::from_env(&|k| env.var(k))
+    let grant = binder_plan::gpu::Grant::from_env(&|k| env.var(k))
         .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
     if let Action::Launch(command) = &config.action {
         // Every launch on the host goes through the node ledger unless it is off; one
@@ -333,9 +335,9 @@ pub fn run(
                 return Err(ledger::LedgerError::Required(why).into());
             }
             if identity.rank == 0 {
-                report::emit(
+                binder_core::text::emit(
                     err,
-                    &format!("warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}", crate::text::printable(&why, 200)),
+                    &format!("warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}", binder_core::text::printable(&why, 200)),
                 );
             }
         }
@@ -368,15 +370,16 @@ pub fn run(
     if config.action == Action::Explain {
         let header = format!("binder explain {origin} on {}", config.source);
         let ranks = identity.rank_known.then_some([identity.rank]);
-        return crate::explain::explain(
+        let (text, result) = binder_plan::explain::explain(
             &shape,
             &origin,
             &topology,
             (identity.size, ranks.as_ref().map(|r| &r[..])),
             config.gpus_per_task,
             &header,
-            out,
         );
+        out.write_all(text.as_bytes()).map_err(Error::Output)?;
+        return result.map_err(Error::from);
     }
     let mut plan = plan(
         &shape,
@@ -387,7 +390,7 @@ pub fn run(
     )?;
     if let Some(pair) = &cache {
         let views = (0..plan.tasks.len())
-            .map(|r| launch::env::TaskView::for_launch(&plan, &shape, r))
+            .map(|r| binder_plan::view::launch_view(&plan, &shape, r))
             .collect();
         cache_store(pair, views, &shape, err);
     }
@@ -395,16 +398,16 @@ pub fn run(
         Action::Launch(command) => {
             if config.verbose {
                 if let Some(line) = report::kinds_line(&plan) {
-                    report::emit(err, &line);
+                    binder_core::text::emit(err, &line);
                 }
             }
-            let view = launch::env::TaskView::for_launch(&plan, &shape, identity.rank);
+            let view = binder_plan::view::launch_view(&plan, &shape, identity.rank);
             let options = launch_options(config, &view, command, &scrub);
-            Err(launch::run(&topology, &view, &identity, &options, err).into())
+            Err(crate::hwbind::run(&topology, &view, &identity, &options, err).into())
         }
         _ => {
             if config.verbose {
-                report::emit(err, &identity.describe());
+                binder_core::text::emit(err, &identity.describe());
             }
             let ranks = identity.rank_known.then_some([identity.rank]);
             let header = format!("binder --dry-run {origin} on {}", config.source);
@@ -417,16 +420,19 @@ pub fn run(
                 return report::rankfile(&topology, &plan, out).map_err(Error::Output);
             }
             if matches!(config.format, report::Format::Map | report::Format::Svg) {
-                use std::io::IsTerminal;
-                // Colour only for a person at a terminal, and never with NO_COLOR set.
-                let colour = std::io::stdout().is_terminal() && env.var("NO_COLOR").is_none();
+                // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,
+                // CLICOLOR, CLICOLOR_FORCE, TERM=dumb); NO_COLOR also through `env`.
+                let colour = anstream::AutoStream::choice(&std::io::stdout())
+                    != anstream::ColorChoice::Never
+                    && env.var("NO_COLOR").is_none();
                 return report::picture(&topology, &plan, config.format, &header, colour, out)
                     .map_err(Error::Output);
             }
             fill_ge_topology(&topology, &mut plan);
-            let (previews, warnings) = crate::preview(&topology, &plan, &shape, &|k| env.var(k));
+            let (previews, warnings) =
+                binder_plan::preview(&topology, &plan, &shape, &|k| env.var(k));
             for warning in warnings {
-                report::emit(err, &format!("warning: {warning}"));
+                binder_core::text::emit(err, &format!("warning: {warning}"));
             }
             let extras = report::Extras {
                 previews: &previews,

@@ -5,11 +5,11 @@
 //! parses to the same threads, taken ones included.
 #![no_main]
 
-use binder::ge::{Request, Tree};
+use binder_plan::ge::{Request, Tree};
 use libfuzzer_sys::fuzz_target;
 
 fn one_line(message: &str) {
-    let line = binder::report::diag_line(message);
+    let line = binder_core::text::diag_line(message);
     assert_eq!(line.matches('\n').count(), 1, "{line}");
 }
 
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
             let used = |t: &Tree| -> Vec<bool> {
                 t.nodes
                     .iter()
-                    .filter(|n| n.letter == binder::ge::Letter::T)
+                    .filter(|n| n.letter == binder_plan::ge::Letter::T)
                     .map(|n| n.used)
                     .collect()
             };

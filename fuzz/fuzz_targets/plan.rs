@@ -9,8 +9,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use binder::shape::Shape;
-use binder::topology::{self, Source};
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source};
 use hwlocality::cpu::cpuset::CpuSet;
 use libfuzzer_sys::fuzz_target;
 
@@ -83,7 +83,7 @@ fuzz_target!(|input: Input| {
     };
     let topo = topology::load(&Source::Synthetic(desc.clone()), false).expect("valid synthetic");
     let tasks = input.tasks as usize % 12 + 1;
-    let Ok(plan) = binder::plan(&shape, "f.yaml", &topo, tasks, None) else {
+    let Ok(plan) = binder_plan::plan(&shape, "f.yaml", &topo, tasks, None) else {
         return;
     };
     assert_eq!(plan.tasks.len(), tasks);
@@ -97,7 +97,7 @@ fuzz_target!(|input: Input| {
         }
         union |= &task.cpuset;
     }
-    let unbound = plan.unit.unit == binder::unit::Unit::None;
+    let unbound = plan.unit.unit == binder_plan::unit::Unit::None;
     if plan.slots == 0 && !unbound {
         let k = plan.tasks[0].units.len();
         assert!(k > 0 && plan.tasks.iter().all(|t| t.units.len() == k), "{desc}\n{yaml}");

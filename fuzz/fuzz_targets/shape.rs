@@ -3,7 +3,7 @@
 //! parse unchanged (SEMANTICS §1).
 #![no_main]
 
-use binder::shape::Shape;
+use binder_plan::shape::Shape;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,9 +19,9 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             let message = e.to_string();
             assert!(message.starts_with("f.yaml"), "{message}");
-            let line = binder::report::diag_line(&message);
+            let line = binder_core::text::diag_line(&message);
             assert_eq!(line.matches('\n').count(), 1, "{line}");
-            assert!(line.chars().count() <= binder::report::MAX_LINE + 12, "{line}");
+            assert!(line.chars().count() <= binder_core::text::MAX_LINE + 12, "{line}");
         }
     }
 });

@@ -14,7 +14,8 @@
 
 use clap::Parser;
 
-use binder::{cli::Cli, config::Config, exit_code, identity::ProcessEnv, report};
+use binder::{cli::Cli, config::Config, exit_code};
+use binder_core::identity::ProcessEnv;
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]
@@ -48,7 +49,7 @@ fn run_main() {
         Err(e) => {
             // clap's usage errors would exit 2, which a task could mean; binder's is 125,
             // on one line like every other refusal.
-            report::emit(&mut std::io::stderr(), &binder::cli::one_line(&e));
+            binder_core::text::emit(&mut std::io::stderr(), &binder::cli::one_line(&e));
             std::process::exit(exit_code::REFUSED);
         }
     };
@@ -70,7 +71,7 @@ fn run_main() {
         if err.is_broken_pipe() {
             std::process::exit(exit_code::SUCCESS);
         }
-        report::emit(&mut std::io::stderr(), &err.to_string());
+        binder_core::text::emit(&mut std::io::stderr(), &err.to_string());
         std::process::exit(err.exit_code());
     }
 }

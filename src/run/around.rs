@@ -7,12 +7,12 @@ use std::io::Write;
 
 use super::{cache_lookup, cache_store, node_cache, Job};
 use crate::error::Error;
-use crate::launch::env::TaskView;
-use crate::ledger::{self, LedgerError, LiveJob, Scan};
-use crate::shape::Shape;
-use crate::text::printable;
-use crate::topology::{self, Source, Topology};
-use crate::{pack, report};
+use binder_core::ledger::{LedgerError, LiveJob, Scan};
+use binder_core::text::printable;
+use binder_core::view::TaskView;
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source, Topology};
+use binder_plan::{pack, report};
 
 /// Units of the launching job's own running ranks, which a re-plan of its other ranks
 /// must leave to them.
@@ -37,16 +37,16 @@ impl Avoid {
 pub(super) fn load(job: &Job<'_>, shape: &Shape) -> Result<Topology, Error> {
     let io = shape.needs_io() || job.config.gpus_per_task.is_some();
     topology::block_unused_plugins(io);
-    let mut t = crate::load_topology(shape, &Source::Host, job.config.gpus_per_task)?;
-    crate::launch::this_system(&t)?;
+    let mut t = binder_plan::load_topology(shape, &Source::Host, job.config.gpus_per_task)?;
+    crate::hwbind::this_system(&t)?;
     t.set_gpu_grant(job.gpus.clone());
     Ok(t)
 }
 
 /// Every rank's view of `plan`.
-fn views(plan: &crate::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
+fn views(plan: &binder_plan::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
     (0..plan.tasks.len())
-        .map(|r| TaskView::for_launch(plan, shape, r))
+        .map(|r| binder_plan::view::launch_view(plan, shape, r))
         .collect()
 }
 
@@ -64,7 +64,7 @@ pub(super) fn plain(
         return Ok(views);
     }
     let t = load(job, shape)?;
-    let plan = crate::plan(shape, job.origin, &t, identity.size, config.gpus_per_task)?;
+    let plan = binder_plan::plan(shape, job.origin, &t, identity.size, config.gpus_per_task)?;
     let views = views(&plan, shape);
     if let Some(pair) = &cache {
         cache_store(pair, views.clone(), shape, err);
@@ -81,11 +81,11 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
     let held = scan
         .holders
         .iter()
-        .map(|h| ledger::node::held_pus(t, h.claim.pack, &h.cpus))
+        .map(|h| binder_plan::node::held_pus(t, h.claim.pack.into(), &h.cpus))
         .chain(
             scan.reserved
                 .iter()
-                .map(|r| ledger::node::held_pus(t, r.pack, &r.cpus)),
+                .map(|r| binder_plan::node::held_pus(t, r.pack.into(), &r.cpus)),
         )
         .chain(std::iter::once(avoid.cpus.clone()));
     for cpus in held {
@@ -114,7 +114,7 @@ pub(super) fn around(
     let mut held_gpus: BTreeSet<String> = scan.gpus().into_iter().collect();
     held_gpus.extend(avoid.gpus.iter().cloned());
     t.set_gpu_grant(job.gpus.clone().holding(held_gpus.into_iter().collect()));
-    if let Ok(plan) = crate::plan(shape, job.origin, &t, size, gpus) {
+    if let Ok(plan) = binder_plan::plan(shape, job.origin, &t, size, gpus) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
             let views = views(&plan, shape);
             *topology = Some(t);
@@ -126,11 +126,11 @@ pub(super) fn around(
     let plan = match pack::plan_around(shape, job.origin, &t, size, gpus, &held) {
         Ok(plan) => {
             if config.verbose {
-                report::emit(
+                binder_core::text::emit(
                     err,
                     &format!(
                         "planned around cpus {} and {} GPU(s) held by {} other task(s), pack {}",
-                        report::cpu_list(&held),
+                        binder_core::cpulist::cpu_list(&held),
                         scan.gpus().len(),
                         scan.holders.len(),
                         shape.options.pack.unwrap_or_default()
@@ -142,11 +142,11 @@ pub(super) fn around(
         Err(refusal) => {
             // Would it fit on an empty node? Then the other jobs are why.
             t.set_gpu_grant(job.gpus.clone());
-            let Ok(alone) = crate::plan(shape, job.origin, &t, size, gpus) else {
-                return Err(refusal);
+            let Ok(alone) = binder_plan::plan(shape, job.origin, &t, size, gpus) else {
+                return Err(refusal.into());
             };
             if !shape.options.share {
-                return Err(occupied(&refusal, &alone, scan, &t, job.origin).into());
+                return Err(occupied(&refusal.into(), &alone, scan, &t, job.origin).into());
             }
             shared(job, shape, &t, &loads, err).unwrap_or(alone)
         }
@@ -165,7 +165,7 @@ fn shared(
     t: &Topology,
     loads: &BTreeMap<usize, usize>,
     err: &mut impl Write,
-) -> Option<crate::distribute::Plan> {
+) -> Option<binder_plan::distribute::Plan> {
     let levels: BTreeSet<usize> = loads.values().copied().collect();
     for k in levels {
         let skip: Vec<usize> = loads
@@ -183,7 +183,7 @@ fn shared(
         );
         if let Ok(plan) = planned {
             if job.config.verbose {
-                report::emit(
+                binder_core::text::emit(
                     err,
                     &format!("too few free units: shares units held by at most {k} other task(s) (share)"),
                 );
@@ -198,7 +198,7 @@ fn shared(
 fn holdings(cpus: &[usize], gpus: &[String]) -> String {
     let mut parts = Vec::new();
     if !cpus.is_empty() {
-        parts.push(format!("cpus {}", report::cpu_list(cpus)));
+        parts.push(format!("cpus {}", binder_core::cpulist::cpu_list(cpus)));
     }
     if !gpus.is_empty() {
         parts.push(format!("GPUs {}", printable(&gpus.join(","), 60)));
@@ -216,7 +216,7 @@ const MAX_NAMED: usize = 4;
 /// The refusal that names the jobs holding what the plan would have used.
 fn occupied(
     refusal: &Error,
-    alone: &crate::distribute::Plan,
+    alone: &binder_plan::distribute::Plan,
     scan: &Scan,
     topology: &Topology,
     origin: &str,
@@ -233,7 +233,7 @@ fn occupied(
     let mut in_way: Vec<(bool, &LiveJob<'_>, Vec<usize>)> = jobs
         .iter()
         .filter_map(|j| {
-            let held = ledger::node::held_pus(topology, j.pack, &j.cpus());
+            let held = binder_plan::node::held_pus(topology, j.pack.into(), &j.cpus());
             let on_node = held.iter().any(|&p| allowed.is_set(p)) || !j.gpus().is_empty();
             on_node.then(|| (!held.iter().any(|p| wanted.contains(p)), j, held))
         })
@@ -248,9 +248,9 @@ fn occupied(
             format!(
                 "job {} of {} holds {} (pids {})",
                 printable(&j.job.0, 60),
-                printable(&ledger::node::user_name(j.owner), 32),
+                printable(&binder_core::procfs::user_name(j.owner), 32),
                 holdings(held, &j.gpus()),
-                crate::error::clip(&pids.join(","), 60)
+                binder_core::text::clip(&pids.join(","), 60)
             )
         })
         .collect();

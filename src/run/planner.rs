@@ -9,17 +9,18 @@ use std::io::Write;
 use super::around::{self, Avoid};
 use super::{cache_lookup, launch_options, node_cache, Job};
 use crate::error::Error;
-use crate::launch;
-use crate::launch::env::TaskView;
-use crate::ledger::Scan;
-use crate::shape::{Pack, Shape};
-use crate::topology::{self, Topology};
+use binder_core::launch;
+use binder_core::ledger::Scan;
+use binder_core::view::Packing;
+use binder_core::view::TaskView;
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Topology};
 
 /// The task's environment, and the variables to remove from it.
 type TaskEnv = (Vec<(String, String)>, Vec<&'static str>);
 
 /// A new job's plan: every rank's view, and the packing policy recorded with the job.
-pub(super) type Planned = (Vec<TaskView>, Pack);
+pub(super) type Planned = (Vec<TaskView>, Packing);
 
 /// What the ledger's flow cannot read from the ledger: a plan when this job has none yet,
 /// and the binding itself. Every method may answer [`Error::HandOver`] before anything
@@ -70,7 +71,7 @@ impl Planner for Full<'_> {
     fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
         let pack = self.shape.options.pack.unwrap_or_default();
         let views = around::plain(job, self.shape, &mut self.topology, err)?;
-        Ok((views, pack))
+        Ok((views, pack.into()))
     }
 
     fn around(
@@ -82,7 +83,7 @@ impl Planner for Full<'_> {
     ) -> Result<Planned, Error> {
         let pack = self.shape.options.pack.unwrap_or_default();
         let views = around::around(job, self.shape, scan, avoid, &mut self.topology, err)?;
-        Ok((views, pack))
+        Ok((views, pack.into()))
     }
 
     /// `--verbose` and `membind` load a topology when planning did not.
@@ -109,7 +110,7 @@ impl Planner for Full<'_> {
             started_on,
             ..launch_options(config, view, command, &scrub)
         };
-        let env = launch::prepare(view, self.topology.as_ref(), identity, &options, err)?;
+        let env = crate::hwbind::prepare(view, self.topology.as_ref(), identity, &options, err)?;
         Ok((env, scrub))
     }
 

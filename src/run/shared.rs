@@ -18,14 +18,14 @@ use super::around::Avoid;
 use super::planner::Planner;
 use super::Job;
 use crate::error::Error;
-use crate::identity::job::{job_of, JobId};
-use crate::identity::Env;
-use crate::launch::env::TaskView;
-use crate::ledger::store::Own;
-use crate::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
-use crate::procfs::{Procs, RealOnce};
-use crate::shape::Pack;
-use crate::{launch, report};
+use binder_core::identity::job::{job_of, JobId};
+use binder_core::identity::Env;
+use binder_core::launch;
+use binder_core::ledger::store::Own;
+use binder_core::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
+use binder_core::procfs::{Procs, RealOnce};
+use binder_core::view::Packing;
+use binder_core::view::TaskView;
 
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
@@ -161,7 +161,7 @@ impl Flow<'_, '_> {
             share |= raw.share;
             if share || !scan.overlaps(&claim.cpus, &claim.gpus) {
                 if config.verbose {
-                    report::emit(
+                    binder_core::text::emit(
                         err,
                         &format!(
                             "job {id}: joins the plan its first task recorded in {}",
@@ -226,7 +226,7 @@ impl Flow<'_, '_> {
                 return Err(Stopped::Error(LedgerError::Required(why.clone()).into()));
             }
             if self.job.identity.rank == 0 {
-                report::emit(
+                binder_core::text::emit(
                     err,
                     &format!(
                         "warning: node ledger read in part ({why}); planning around what was read"
@@ -249,7 +249,7 @@ impl Flow<'_, '_> {
         now: u64,
         hz: u64,
         err: &mut impl Write,
-    ) -> Result<(TaskView, Pack), Stopped> {
+    ) -> Result<(TaskView, Packing), Stopped> {
         let part = id.file_part();
         let mut mine = Scan::default();
         if own.alive(&part) {
@@ -294,9 +294,10 @@ impl Flow<'_, '_> {
     fn bind(&mut self, view: &TaskView) -> Result<(), Stopped> {
         if view.is_bound() && view.apply {
             if self.original.is_none() {
-                self.original = Some(launch::bind::current_raw());
+                self.original = Some(binder_core::launch::affinity::current_raw());
             }
-            launch::bind::bind_cpus_raw(&view.cpus).map_err(|e| Stopped::Error(e.into()))?;
+            binder_core::launch::affinity::bind_cpus_raw(&view.cpus)
+                .map_err(|e| Stopped::Error(e.into()))?;
         }
         Ok(())
     }
@@ -324,7 +325,7 @@ impl Flow<'_, '_> {
             self.ledger.withdraw(&name, self.me.0, self.me.1);
         }
         if let Some(original) = self.original.take() {
-            let _ = launch::bind::bind_cpus_raw(&original);
+            let _ = binder_core::launch::affinity::bind_cpus_raw(&original);
         }
     }
 }

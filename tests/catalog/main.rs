@@ -10,9 +10,9 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use binder::report::{self, CpusetFormat, Format};
-use binder::shape::Shape;
-use binder::topology::{Source, Topology};
+use binder_plan::report::{self, CpusetFormat, Format};
+use binder_plan::shape::Shape;
+use binder_plan::topology::{Source, Topology};
 
 /// Synthetic topologies: SMT2 with NUMA and L3, no SMT, and SMT4 with odd core counts.
 const SYNTHETIC: [&str; 3] = [
@@ -111,13 +111,13 @@ fn catalog() {
         };
         let mut text = String::new();
         for (flag, source) in sources {
-            let topology = cache
-                .entry((flag.clone(), io))
-                .or_insert_with(|| binder::load_topology(&shape, &source, None).expect("loads"));
+            let topology = cache.entry((flag.clone(), io)).or_insert_with(|| {
+                binder_plan::load_topology(&shape, &source, None).expect("loads")
+            });
             let sizes = if shape.needs_nics() && !shape.needs_gpus() {
                 vec![1, 2]
             } else if io {
-                let g = binder::gpu::discover(topology).len().max(1);
+                let g = binder_plan::gpu::discover(topology).len().max(1);
                 vec![1, g, 2 * g]
             } else {
                 vec![1, 4]
@@ -126,7 +126,7 @@ fn catalog() {
                 text.push_str(&format!(
                     "$ binder --dry-run {flag} --local-size {n} {origin}\n"
                 ));
-                match binder::plan(&shape, &origin, topology, n, None) {
+                match binder_plan::plan(&shape, &origin, topology, n, None) {
                     Ok(plan) => {
                         let mut out = Vec::new();
                         report::render(
@@ -140,7 +140,10 @@ fn catalog() {
                         .expect("renders");
                         text.push_str(&String::from_utf8(out).expect("utf-8"));
                     }
-                    Err(e) => text.push_str(&format!("refused (exit {}): {e}\n", e.exit_code())),
+                    Err(e) => {
+                        let e = binder::Error::from(e);
+                        text.push_str(&format!("refused (exit {}): {e}\n", e.exit_code()))
+                    }
                 }
                 text.push('\n');
             }

@@ -89,7 +89,7 @@ fn runs(stdout: &str) -> Vec<(String, i32, u64, BTreeSet<usize>)> {
                 f[0].to_owned(),
                 num("rc=").parse().unwrap(),
                 num("ms=").parse().unwrap(),
-                binder::procfs::parse_list(&cpus)
+                binder_core::procfs::parse_list(&cpus)
                     .unwrap_or_default()
                     .into_iter()
                     .collect(),
@@ -220,7 +220,7 @@ fn two_users_starting_at_once_never_share_a_cpu() {
                     .split(' ')
                     .find_map(|w| w.strip_prefix(who))
                     .unwrap_or("");
-                binder::procfs::parse_list(v).unwrap_or_default()
+                binder_core::procfs::parse_list(v).unwrap_or_default()
             };
             let (a, b) = (cpus("alice="), cpus("bob="));
             assert!(
@@ -246,7 +246,7 @@ fn short_jobs_with_late_ranks_never_collide() {
                 let f: Vec<&str> = l.split(' ').collect();
                 (
                     f[0].parse().unwrap(),
-                    binder::procfs::parse_list(f[2]).unwrap(),
+                    binder_core::procfs::parse_list(f[2]).unwrap(),
                     f[3].parse().unwrap(),
                     f[4].parse().unwrap(),
                 )

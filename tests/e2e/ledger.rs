@@ -305,7 +305,7 @@ fn forged_entries_count_for_nothing_and_true_ones_count() {
         entry(bound.id(), bound_start, first),
     );
     let got = all_cores_get(&dir);
-    let cpus: BTreeSet<usize> = binder::procfs::parse_list(&got)
+    let cpus: BTreeSet<usize> = binder_core::procfs::parse_list(&got)
         .unwrap()
         .into_iter()
         .collect();
@@ -445,7 +445,7 @@ fn bind_none_runs_on_a_full_node() {
 #[test]
 fn sharing_jobs_spread_over_the_node() {
     let host = allowed();
-    let cpus = binder::procfs::parse_list(&host).unwrap();
+    let cpus = binder_core::procfs::parse_list(&host).unwrap();
     let dir = scratch("share");
     let mut jobs = Vec::new();
     let mut got: BTreeMap<usize, usize> = BTreeMap::new();

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use binder::cache::{Cache, Key};
-use binder::launch::env::TaskView;
-use binder::shape::Shape;
-use binder::topology::{self, Source};
+use binder_core::cache::{Cache, Key};
+use binder_core::view::TaskView;
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source};
 
 use crate::common::{
     all_topologies, binder, prerequisite, root, run, shared, topology as xml_path,
@@ -42,11 +42,11 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
             let text = std::fs::read_to_string(root().join("shapes").join(file)).unwrap();
             let shape = Shape::from_yaml(&text, file).unwrap();
             for n in [1, 2, 3] {
-                let Ok(plan) = binder::plan(&shape, file, &topo, n, None) else {
+                let Ok(plan) = binder_plan::plan(&shape, file, &topo, n, None) else {
                     continue;
                 };
                 let views: Vec<TaskView> = (0..n)
-                    .map(|r| TaskView::for_launch(&plan, &shape, r))
+                    .map(|r| binder_plan::view::launch_view(&plan, &shape, r))
                     .collect();
                 let key = Key {
                     format: 1,
@@ -64,7 +64,8 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     local_size: n,
                     gpus_per_task: None,
                 };
-                let pack = shape.options.pack.unwrap_or_default();
+                let pack: binder_core::view::Packing =
+                    shape.options.pack.unwrap_or_default().into();
                 cache.store(&key, views.clone(), pack).unwrap();
                 assert_eq!(
                     cache.lookup(&key).unwrap(),

@@ -1,8 +1,8 @@
 //! Regression tests for the promises kept at the edges (issue #22), each named for its
 //! item and checked on the shared XMLs against hwloc-calc or hand reasoning.
 
-use binder::shape::Shape;
-use binder::topology::{self, Source};
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source};
 
 use crate::common::{
     all_topologies, binder, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, run,
@@ -41,7 +41,7 @@ fn a_missing_bind_width_is_refused_never_dropped() {
             )
             .unwrap();
             let n = cores.len().min(4);
-            match binder::plan(&shape, "w.yaml", &topo, n, None) {
+            match binder_plan::plan(&shape, "w.yaml", &topo, n, None) {
                 Ok(plan) => {
                     planned += 1;
                     for task in &plan.tasks {
@@ -103,7 +103,7 @@ fn numa_width_on_the_offline_cpu_xeon_names_the_cores_and_package() {
         "numa-bind.yaml",
     )
     .unwrap();
-    let err = binder::plan(&shape, "numa-bind.yaml", &topo, 16, None)
+    let err = binder_plan::plan(&shape, "numa-bind.yaml", &topo, 16, None)
         .unwrap_err()
         .to_string();
     assert_eq!(
@@ -165,7 +165,7 @@ fn kind_balanced_gives_every_task_as_many_cores_of_each_kind() {
         let p = cores.iter().filter(|c| is_fast(c)).count();
         let e = cores.len() - p;
         for n in 2..=4 {
-            let plan = binder::plan(&shape, "balanced.yaml", &topo, n, None).unwrap();
+            let plan = binder_plan::plan(&shape, "balanced.yaml", &topo, n, None).unwrap();
             for task in &plan.tasks {
                 let got_p = task.units.iter().filter(|u| is_fast(&u.pus)).count();
                 let got_e = task.units.len() - got_p;

@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use binder::ge::codec::{Letter, Tree};
-use binder::ge::request::Mark;
-use binder::ge::walk;
+use binder_plan::ge::codec::{Letter, Tree};
+use binder_plan::ge::request::Mark;
+use binder_plan::ge::walk;
 use serde_json::Value as Json;
 use yaml_serde::Value;
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use binder::exit_code::{REFUSED, SUCCESS};
-use binder::topology::{self, Source};
+use binder_plan::topology::{self, Source};
 
 use crate::common::{binder, root, run, shared, topology as xml_path};
 
@@ -31,9 +31,9 @@ fn h100_vm() -> PathBuf {
     root().join("tests/fixtures/topologies/h100-vm-16c-1numa.xml")
 }
 
-fn gpus_of(xml: &Path) -> Vec<binder::gpu::Gpu> {
+fn gpus_of(xml: &Path) -> Vec<binder_plan::gpu::Gpu> {
     let t = topology::load(&Source::Xml(xml.to_owned()), true).expect("loads");
-    binder::gpu::discover(&t)
+    binder_plan::gpu::discover(&t)
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn real_h100_node() {
     let gpus = gpus_of(&h100_vm());
     assert_eq!(gpus.len(), 1);
     assert_eq!(gpus[0].busid, "0000:00:06.0");
-    assert_eq!(gpus[0].vendor, binder::gpu::Vendor::Nvidia);
+    assert_eq!(gpus[0].vendor, binder_plan::gpu::Vendor::Nvidia);
 }
 
 /// OS PU numbers hwloc-calc gives for `location` in `xml`.
@@ -295,16 +295,17 @@ fn launch_child() {
     // having checked nothing, so it fails instead.
     let xml = std::env::var("BINDER_TEST_CHILD_XML")
         .expect("launch_child runs only as the child of exec_path_sets_visible_devices");
-    let shape = binder::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
+    let shape =
+        binder_plan::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
     let topology = topology::load(&Source::Xml(xml.into()), true).unwrap();
-    let plan = binder::plan(&shape, "gpu-devices-only.yaml", &topology, 2, None).unwrap();
-    let identity = binder::identity::Identity::given(1, 2);
+    let plan = binder_plan::plan(&shape, "gpu-devices-only.yaml", &topology, 2, None).unwrap();
+    let identity = binder_core::identity::Identity::given(1, 2);
     let command: Vec<std::ffi::OsString> =
         ["sh", "-c", "env | grep -E '^(CUDA|ROCR|ZE|BINDER)_' | sort"]
             .iter()
             .map(Into::into)
             .collect();
-    let options = binder::launch::Options {
+    let options = binder_core::launch::Options {
         command: &command,
         openmp: false,
         membind: false,
@@ -313,8 +314,8 @@ fn launch_child() {
         scrub: &[],
         started_on: None,
     };
-    let view = binder::launch::env::TaskView::for_launch(&plan, &shape, 1);
-    let err = binder::launch::run(
+    let view = binder_plan::view::launch_view(&plan, &shape, 1);
+    let err = binder::hwbind::run(
         &topology,
         &view,
         &identity,

@@ -232,7 +232,7 @@ fn verbose_dry_run_names_the_identity() {
         String::from_utf8(out.stderr).unwrap(),
         format!(
             "binder: {}: local rank 1/2 from openmpi (OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2)\n",
-            binder::identity::hostname()
+            binder_core::identity::hostname()
         )
     );
 }
@@ -258,7 +258,7 @@ fn report_and_verbose_lines() {
     );
     let err = String::from_utf8(out.stderr).unwrap();
     let lines: Vec<&str> = err.lines().collect();
-    let host = binder::identity::hostname();
+    let host = binder_core::identity::hostname();
     assert!(
         lines[0].starts_with(&format!(
             "binder: {host}: local rank 0/1 from hydra (MPI_LOCALRANKID=0 MPI_LOCALNRANKS=1)"

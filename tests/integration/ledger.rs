@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 
-use binder::identity::job::JobId;
-use binder::ledger::{self, node, Claim, Scan};
-use binder::procfs::{Procs, Stat, Status};
-use binder::shape::{Pack, Shape};
-use binder::topology::{self, Source, Topology};
+use binder_core::identity::job::JobId;
+use binder_core::ledger::{self, Claim, Scan};
+use binder_core::procfs::{Procs, Stat, Status};
+use binder_plan::node;
+use binder_plan::shape::{Pack, Shape};
+use binder_plan::topology::{self, Source, Topology};
 
 /// `pack:2 core:4 pu:1`: package 0 = PUs 0-3, package 1 = PUs 4-7.
 fn two_packages() -> Topology {
@@ -18,11 +19,11 @@ fn two_packages() -> Topology {
 fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>, String> {
     let mut shape = Shape::from_yaml(yaml, "t.yaml").unwrap();
     shape.options.pack = Some(pack);
-    binder::pack::plan_around(&shape, "t.yaml", &two_packages(), 1, None, held)
+    binder_plan::pack::plan_around(&shape, "t.yaml", &two_packages(), 1, None, held)
         .map(|p| {
             p.tasks
                 .iter()
-                .map(|t| binder::report::cpus_of(&t.cpuset))
+                .map(|t| binder_plan::report::cpus_of(&t.cpuset))
                 .collect()
         })
         .map_err(|e| e.to_string())
@@ -136,7 +137,7 @@ fn claim(
         start: 500,
         cpus,
         gpus: Vec::new(),
-        pack,
+        pack: pack.into(),
         unit: "core".into(),
         places: cores.count(),
     }

@@ -35,10 +35,10 @@ fn catalog_agrees_with_hwloc_calc() {
         // The oracle implements SEMANTICS §1–5: shapes with slots, devices or a binding
         // width are checked by `placement.rs` instead; per-rank rules below.
         .filter(|s| {
-            let shape = binder::shape::Shape::from_file(&root().join(s)).unwrap();
+            let shape = binder_plan::shape::Shape::from_file(&root().join(s)).unwrap();
             !shape.has_slots()
                 && !shape.needs_io()
-                && binder::unit::choose(&shape).width.is_none()
+                && binder_plan::unit::choose(&shape).width.is_none()
                 && shape.ranks.is_empty()
         })
         .collect();
@@ -76,18 +76,18 @@ fn catalog_agrees_with_hwloc_calc() {
 #[test]
 fn master_worker_is_cores_packed_for_the_other_ranks() {
     let Some(shared) = shared() else { return };
-    let load = |f: &str| binder::shape::Shape::from_file(&root().join(f)).unwrap();
+    let load = |f: &str| binder_plan::shape::Shape::from_file(&root().join(f)).unwrap();
     let (master, packed) = (
         load("shapes/master-worker.yaml"),
         load("shapes/cores-packed.yaml"),
     );
     for name in TOPOLOGIES {
-        let source = binder::topology::Source::Xml(crate::common::topology(&shared, name));
-        let topology = binder::topology::load(&source, false).unwrap();
+        let source = binder_plan::topology::Source::Xml(crate::common::topology(&shared, name));
+        let topology = binder_plan::topology::load(&source, false).unwrap();
         for n in [2, 3, 8] {
             let (m, p) = match (
-                binder::plan(&master, "m", &topology, n, None),
-                binder::plan(&packed, "p", &topology, n - 1, None),
+                binder_plan::plan(&master, "m", &topology, n, None),
+                binder_plan::plan(&packed, "p", &topology, n - 1, None),
             ) {
                 (Ok(m), Ok(p)) => (m, p),
                 // Too few cores for n-1 tasks: both refuse.

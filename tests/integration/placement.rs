@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use binder::distribute::Plan;
-use binder::shape::Shape;
-use binder::topology::{self, Source, Topology};
+use binder_plan::distribute::Plan;
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source, Topology};
 
 use crate::common::{
     all_topologies, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, root, shared,
@@ -39,7 +39,7 @@ fn cpus(plan: &Plan, rank: usize) -> Vec<usize> {
 }
 
 fn mask(cpus: &[usize]) -> String {
-    binder::report::hwloc_mask(cpus)
+    binder_core::cpulist::hwloc_mask(cpus)
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
         for (file, kind, whole, scatter) in SLOT_SHAPES {
             let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
             // All slots first: that run names every slot's parent.
-            let slots = match binder::plan(&shape, file, &topo, 1, None) {
+            let slots = match binder_plan::plan(&shape, file, &topo, 1, None) {
                 Ok(plan) => plan.slots,
                 Err(e) => {
                     // Legitimate refusals: the node has no such parent, or no parent holds
@@ -70,7 +70,7 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
                     continue;
                 }
             };
-            let full = binder::plan(&shape, file, &topo, slots, None).expect("every slot");
+            let full = binder_plan::plan(&shape, file, &topo, slots, None).expect("every slot");
             let parent_sets = hwloc_objects(&xml, kind);
             let lines: Vec<String> = (0..slots).map(|r| mask(&cpus(&full, r))).collect();
             let touched = hwloc_calc_lines(&xml, &["--intersect", kind], &lines);
@@ -140,7 +140,7 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
                 .into_iter()
                 .filter(|&n| n >= 1 && n <= slots)
             {
-                let plan = binder::plan(&shape, file, &topo, n, None).unwrap();
+                let plan = binder_plan::plan(&shape, file, &topo, n, None).unwrap();
                 for r in 0..n {
                     assert_eq!(
                         cpus(&plan, r),
@@ -152,7 +152,7 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
             }
             cases += 1;
             // One more task than slots is refused, saying how many fit.
-            let err = binder::plan(&shape, file, &topo, slots + 1, None)
+            let err = binder_plan::plan(&shape, file, &topo, slots + 1, None)
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -172,7 +172,7 @@ fn gpu_topologies(shared: &Path) -> Vec<(String, Topology)> {
         .into_iter()
         .filter_map(|name| {
             let t = topology::load(&Source::Xml(xml_path(shared, &name)), true).ok()?;
-            (!binder::gpu::discover(&t).is_empty()).then_some((name, t))
+            (!binder_plan::gpu::discover(&t).is_empty()).then_some((name, t))
         })
         .collect()
 }
@@ -204,7 +204,7 @@ fn gpu_shapes_never_give_two_tasks_one_pu() {
             for n in 1..=8 {
                 for g in 0..=3 {
                     let per_task = (g > 0).then_some(g);
-                    let plan = match binder::plan(&shape, file, &topo, n, per_task) {
+                    let plan = match binder_plan::plan(&shape, file, &topo, n, per_task) {
                         Ok(plan) => plan,
                         Err(e) => {
                             let text = e.to_string();
@@ -244,7 +244,7 @@ fn gpu_local_with_overlapping_localities_on_aws_g4dn_stays_disjoint() {
     let xml = xml_path(&shared, "aws-g4dn-metal-2s-48c-smt2-8t4.xml");
     let topo = topology::load(&Source::Xml(xml.clone()), true).unwrap();
     let shape = Shape::from_file(&root().join("shapes/gpu-local.yaml")).unwrap();
-    let plan = binder::plan(&shape, "gpu-local.yaml", &topo, 2, Some(3)).unwrap();
+    let plan = binder_plan::plan(&shape, "gpu-local.yaml", &topo, 2, Some(3)).unwrap();
     assert!(!plan.tasks[0].cpuset.intersects(&plan.tasks[1].cpuset));
     // Rank 0's GPUs 0-2 are all on package 0 (hwloc-calc pci=… answers package:0's
     // cpuset), so it gets that package; rank 1 is left package 1.
@@ -272,7 +272,7 @@ fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
             let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
             for n in 1..=8 {
                 for g in 1..=3 {
-                    let Ok(plan) = binder::plan(&shape, file, &topo, n, Some(g)) else {
+                    let Ok(plan) = binder_plan::plan(&shape, file, &topo, n, Some(g)) else {
                         continue;
                     };
                     planned += 1;
@@ -315,8 +315,8 @@ fn nic_near_shape_names_the_nearest_nic() {
     let mut with_nics = 0;
     for name in all_topologies(&shared) {
         let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), true).unwrap();
-        let nics = binder::nic::discover(&topo);
-        let plan = match binder::plan(&shape, "nic-near.yaml", &topo, 1, None) {
+        let nics = binder_plan::nic::discover(&topo);
+        let plan = match binder_plan::plan(&shape, "nic-near.yaml", &topo, 1, None) {
             Ok(plan) => plan,
             Err(e) => {
                 // No NIC, or none whose locality fits in one socket (attached to the machine).
@@ -356,7 +356,7 @@ fn per_rank_rules_plan_around_each_other() {
         "t.yaml",
     )
     .unwrap();
-    let plan = binder::plan(&shape, "t.yaml", &topology, 4, None).unwrap();
+    let plan = binder_plan::plan(&shape, "t.yaml", &topology, 4, None).unwrap();
     assert_eq!(cpus(&plan, 0), Vec::<usize>::new());
     assert_eq!(plan.tasks[0].rule.as_deref(), Some("0"));
     assert_eq!(cpus(&plan, 1), [0, 1]);
@@ -380,7 +380,7 @@ fn per_rank_rules_plan_around_each_other() {
         "g.yaml",
     )
     .unwrap();
-    let e = binder::plan(&greedy, "g.yaml", &topology, 2, None)
+    let e = binder_plan::plan(&greedy, "g.yaml", &topology, 2, None)
         .unwrap_err()
         .to_string();
     assert!(

@@ -12,8 +12,8 @@
 
 use std::process::Command;
 
-use binder::shape::Shape;
-use binder::topology::{self, Source};
+use binder_plan::shape::Shape;
+use binder_plan::topology::{self, Source};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -248,7 +248,7 @@ fn plans_match_the_model_and_refusals_are_the_predicted_ones() {
             let yaml = m.yaml();
             let shape = Shape::from_yaml(&yaml, "p.yaml").expect("generated shapes are valid");
             let topology = topology::load(&Source::Synthetic(m.node.desc()), false).unwrap();
-            let got = binder::plan(&shape, "p.yaml", &topology, m.tasks, None);
+            let got = binder_plan::plan(&shape, "p.yaml", &topology, m.tasks, None);
             match (m.expected(), got) {
                 (Some(want), Ok(plan)) => {
                     planned.set(planned.get() + 1);
@@ -268,7 +268,10 @@ fn plans_match_the_model_and_refusals_are_the_predicted_ones() {
                         "an unexpected refusal: {}",
                         text
                     );
-                    prop_assert_eq!(e.exit_code(), binder::exit_code::REFUSED);
+                    prop_assert_eq!(
+                        binder::Error::from(e).exit_code(),
+                        binder::exit_code::REFUSED
+                    );
                 }
                 (want, got) => prop_assert!(
                     false,

@@ -1,0 +1,146 @@
+//! The environment binder adds for the task: what it was given (`BINDER_*`), OpenMP's
+//! places, and the GPU runtimes' visible-device lists. Pure: the caller execs with it.
+
+use crate::cpulist::{cpu_list, hwloc_mask};
+use crate::view::{TaskView, Vendor};
+
+use super::omp::{self, Verdict};
+use crate::identity::Identity;
+
+/// The `BINDER_*` variables binder may set; those it does not set for a task are removed
+/// from the task's environment, so nothing stale from an outer binder gets through.
+pub const OWN: [&str; 8] = [
+    "BINDER_JOB",
+    "BINDER_LOCAL_RANK",
+    "BINDER_LOCAL_SIZE",
+    "BINDER_UNIT",
+    "BINDER_CPUS",
+    "BINDER_CPUSET",
+    "BINDER_GPUS",
+    "BINDER_NICS",
+];
+
+/// The task's environment and what binder has to say about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskEnv {
+    /// The variables to set, in a stable order.
+    pub vars: Vec<(String, String)>,
+    /// What became of the user's own OpenMP variables (printed under `--verbose`).
+    pub notes: Vec<String>,
+    /// Warnings (printed by local rank 0, and by `--dry-run`).
+    pub warnings: Vec<String>,
+}
+
+/// The variables to set for local rank `identity.rank`, in a stable order. `get` reads the
+/// inherited environment: a user's own `OMP_NUM_THREADS` is kept, and so are their
+/// `OMP_PLACES` and `OMP_PROC_BIND` when they agree with the binding ([`super::omp`]).
+pub fn task_env(
+    task: &TaskView,
+    identity: &Identity,
+    openmp: bool,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> TaskEnv {
+    let mut out = TaskEnv::default();
+    let env = &mut out.vars;
+    env.push(("BINDER_LOCAL_RANK".to_owned(), identity.rank.to_string()));
+    env.push(("BINDER_LOCAL_SIZE".to_owned(), identity.size.to_string()));
+    env.push(("BINDER_UNIT".to_owned(), task.unit.clone()));
+    if task.is_bound() {
+        env.push(("BINDER_CPUS".into(), cpu_list(&task.cpus)));
+        env.push(("BINDER_CPUSET".into(), hwloc_mask(&task.cpus)));
+        let user_threads = get("OMP_NUM_THREADS");
+        let mut kept_places = None;
+        if openmp {
+            if user_threads.is_none() {
+                env.push(("OMP_NUM_THREADS".into(), task.places.len().to_string()));
+            }
+            let places: Vec<String> = task
+                .places
+                .iter()
+                .map(|pus| {
+                    let pus: Vec<String> = pus.iter().map(ToString::to_string).collect();
+                    format!("{{{}}}", pus.join(","))
+                })
+                .collect();
+            let ours = places.join(",");
+            match omp::places(get("OMP_PLACES").as_deref(), &task.cpus) {
+                Verdict::Unset => env.push(("OMP_PLACES".into(), ours)),
+                Verdict::Kept(v) => {
+                    out.notes.push(format!(
+                        "OMP_PLACES={v} kept: it agrees with cpus {}",
+                        cpu_list(&task.cpus)
+                    ));
+                    kept_places = Some(v);
+                }
+                Verdict::Replaced(v, why) => {
+                    out.notes
+                        .push(format!("OMP_PLACES={v} replaced by {ours}: {why}"));
+                    env.push(("OMP_PLACES".into(), ours));
+                }
+            }
+            match omp::proc_bind(get("OMP_PROC_BIND").as_deref()) {
+                Verdict::Unset => env.push(("OMP_PROC_BIND".into(), "close".into())),
+                Verdict::Kept(v) => out.notes.push(format!("OMP_PROC_BIND={v} kept")),
+                Verdict::Replaced(v, why) => {
+                    out.notes
+                        .push(format!("OMP_PROC_BIND={v} replaced by close: {why}"));
+                    env.push(("OMP_PROC_BIND".into(), "close".into()));
+                }
+            }
+        }
+        // More threads than places (or, without `openmp`, than CPUs) oversubscribes.
+        if let Some(wanted) = user_threads.as_deref().and_then(omp::threads) {
+            let (n, what) = if openmp {
+                let n = omp::count(
+                    kept_places.as_deref(),
+                    &task.cpus,
+                    &task.places,
+                    task.unit == "core",
+                );
+                (n, "OpenMP places")
+            } else {
+                (Some(task.cpus.len()), "cpus")
+            };
+            if let Some(n) = n.filter(|&n| wanted > n) {
+                out.warnings.push(format!(
+                    "OMP_NUM_THREADS={wanted} is more than the {n} {what} of local rank {} (cpus {}), so threads will share them; lower it or give each task more units",
+                    identity.rank,
+                    cpu_list(&task.cpus)
+                ));
+            }
+        }
+    }
+    if !task.gpus.is_empty() {
+        let list = |names: &[String]| names.join(",");
+        let all: Vec<String> = task.gpus.iter().map(|g| g.number.to_string()).collect();
+        env.push(("BINDER_GPUS".into(), list(&all)));
+        let of = |vendor: Vendor| -> Vec<String> {
+            task.gpus
+                .iter()
+                .filter(|g| g.vendor == vendor.to_string())
+                .map(|g| g.export.clone())
+                .collect()
+        };
+        let nvidia = of(Vendor::Nvidia);
+        if !nvidia.is_empty() {
+            env.push(("CUDA_VISIBLE_DEVICES".into(), list(&nvidia)));
+            env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
+        }
+        let amd = of(Vendor::Amd);
+        if !amd.is_empty() {
+            env.push(("ROCR_VISIBLE_DEVICES".into(), list(&amd)));
+        }
+        let intel = of(Vendor::Intel);
+        if !intel.is_empty() {
+            env.push(("ZE_AFFINITY_MASK".into(), list(&intel)));
+            // Level Zero's order is the driver's unless asked for PCI order, which is
+            // the order ZE_AFFINITY_MASK's indices are written in (SEMANTICS §9).
+            env.push(("ZE_ENABLE_PCI_ID_DEVICE_ORDER".into(), "1".into()));
+        }
+    }
+    if !task.nics.is_empty() {
+        env.push(("BINDER_NICS".into(), task.nics.join(",")));
+    }
+    env.extend(task.ge_env.iter().cloned());
+    out
+}

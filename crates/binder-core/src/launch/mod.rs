@@ -1,0 +1,193 @@
+//! Runs the task for real from its [`TaskView`]: bind ([`affinity`]), the task's
+//! environment ([`env`](mod@env)), then `execvp` — no fork, so the PID, signals and exit
+//! status the launcher sees are the application's. Binding through hwloc (`--verbose`,
+//! `membind`) is the `binder` crate's; this is the warm path's, without hwloc.
+//!
+//! Every check comes before the first side effect, and any failure returns an error
+//! instead of running the command: a task is never started unbound because of binder.
+
+pub mod affinity;
+pub mod env;
+pub mod omp;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+
+use crate::identity::Identity;
+use crate::text::emit;
+use crate::view::TaskView;
+
+/// Why the task could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// hwloc was told to describe another machine (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`, …),
+    /// so binding to its CPUs would bind to numbers of that machine, not this one.
+    #[error("hwloc describes another machine than this one ({vars}), and binding needs this host's; unset it for the launch, or plan for that machine with `--dry-run --topology FILE`")]
+    NotThisSystem {
+        /// The `HWLOC_*` variables set, clipped.
+        vars: String,
+    },
+    /// hwloc refused the CPU binding.
+    #[error("cannot bind to cpus {cpus}: {reason}; check `taskset -p $$` and the job's cgroup (`cat /sys/fs/cgroup/cpuset.cpus.effective`)")]
+    Bind {
+        /// The CPUs asked for.
+        cpus: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// The kernel applied another set than asked for.
+    #[error("asked the kernel for cpus {want} but the binding reads back as {got}; something else (a cgroup or a launcher) changes affinity")]
+    NotApplied {
+        /// The CPUs asked for.
+        want: String,
+        /// What `sched_getaffinity` says now.
+        got: String,
+    },
+    /// hwloc refused the memory binding.
+    #[error("cannot bind memory to NUMA node(s) {nodes}: {reason}; drop `membind: local` or check the cgroup's cpuset.mems")]
+    Membind {
+        /// The NUMA nodes (OS numbers).
+        nodes: String,
+        /// hwloc's reason.
+        reason: String,
+    },
+    /// The command is not on `PATH` (or the path does not exist).
+    #[error("command `{program}` not found; check the spelling and PATH")]
+    NotFound {
+        /// The program as given.
+        program: String,
+    },
+    /// The command is a script whose `#!` interpreter does not exist.
+    #[error("command `{program}` exists but its interpreter (the `#!` line) was not found; check that line")]
+    NoInterpreter {
+        /// The program as given.
+        program: String,
+    },
+    /// The command exists but cannot be executed.
+    #[error("cannot execute `{program}`: {reason}")]
+    NotExecutable {
+        /// The program as given.
+        program: String,
+        /// Why `execvp` failed, and what to do.
+        reason: String,
+    },
+}
+
+/// What the launch needs besides the plan.
+#[derive(Debug)]
+pub struct Options<'a> {
+    /// The command and its arguments.
+    pub command: &'a [OsString],
+    /// Export OpenMP's variables.
+    pub openmp: bool,
+    /// Bind memory to the NUMA nodes of the task's CPUs.
+    pub membind: bool,
+    /// Print the binding line on stderr before exec.
+    pub report: bool,
+    /// Variables binder set in its own environment (hwloc's plugin blocklist), removed
+    /// from the task's.
+    pub scrub: &'a [&'static str],
+    /// Explain identity and inherited bindings on stderr.
+    pub verbose: bool,
+    /// The affinity binder started with, when the node ledger bound the process before
+    /// (OS numbers); `None`: read it now.
+    pub started_on: Option<&'a [usize]>,
+}
+
+/// A launch without a topology: the kernel's `sched_setaffinity` binds (read back
+/// with `sched_getaffinity`). Kept apart so that the `binder` executable's warm path, which
+/// is linked without libhwloc, reaches no hwloc call (see `crate::warm`).
+pub fn prepare_cached(
+    view: &TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    // The node ledger binds before it records the task (`started_on` says so).
+    if view.is_bound() && view.apply && options.started_on.is_none() {
+        affinity::bind_cpus_raw(&view.cpus)?;
+    }
+    finish(view, identity, options, stderr)
+}
+
+/// The last steps shared by both paths: the `--report` line and the task's environment.
+pub fn finish(
+    view: &TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> Result<Vec<(String, String)>, LaunchError> {
+    if options.report {
+        emit(stderr, &format!("{} {}", identity.label(), view.binding));
+    }
+    let get = |name: &str| std::env::var(name).ok();
+    let task_env = env::task_env(view, identity, options.openmp, &get);
+    if options.verbose {
+        for note in &task_env.notes {
+            emit(stderr, note);
+        }
+    }
+    // Tasks of one job are alike: one warning per node, not one per task.
+    if identity.rank == 0 {
+        for warning in &task_env.warnings {
+            emit(stderr, &format!("warning: {warning}"));
+        }
+    }
+    Ok(task_env.vars)
+}
+
+/// Binds this process as a cached [`TaskView`] says (no hwloc topology: the kernel's
+/// `sched_setaffinity`, read back with `sched_getaffinity`) and execs the command.
+/// `--verbose` and `membind` need the topology, so the caller never comes here with them.
+pub fn run_cached(
+    view: &TaskView,
+    identity: &Identity,
+    options: &Options<'_>,
+    stderr: &mut impl Write,
+) -> LaunchError {
+    match prepare_cached(view, identity, options, stderr) {
+        Ok(env) => exec(options.command, &env, options.scrub),
+        Err(e) => e,
+    }
+}
+
+/// Replaces this process with the command. std's `exec` is used rather than a raw
+/// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
+/// the application starts with default dispositions.
+pub fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> LaunchError {
+    let program = crate::text::clip(&command[0].to_string_lossy(), 160);
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    // What binder did not set this time must not reach the task from an outer binder
+    // (a `bind: none` task would otherwise read a stale BINDER_CPUS).
+    for var in scrub {
+        cmd.env_remove(var);
+    }
+    for stale in env::OWN {
+        if !env.iter().any(|(k, _)| k == stale) {
+            cmd.env_remove(stale);
+        }
+    }
+    let error = cmd.exec();
+    match error.kind() {
+        // ENOENT for a file that exists: its `#!` interpreter is missing.
+        std::io::ErrorKind::NotFound if std::path::Path::new(&command[0]).is_file() => {
+            LaunchError::NoInterpreter { program }
+        }
+        std::io::ErrorKind::NotFound => LaunchError::NotFound { program },
+        _ if std::path::Path::new(&command[0]).is_dir() => LaunchError::NotExecutable {
+            program,
+            reason: "it is a directory".into(),
+        },
+        std::io::ErrorKind::PermissionDenied => LaunchError::NotExecutable {
+            program,
+            reason: "permission denied; make it executable (`chmod +x`) or run it through its interpreter".into(),
+        },
+        _ => LaunchError::NotExecutable {
+            program,
+            reason: error.to_string(),
+        },
+    }
+}

@@ -1,0 +1,111 @@
+//! How much a claim is believed (SEMANTICS §13.1 item 2): only what `/proc` confirms.
+//!
+//! A claim file is somebody's word; the process it names is the kernel's. A claim counts
+//! when its PID is alive (not a zombie) with the start time the file's *name* records,
+//! runs as the owner of the directory the file is in, and every thread of it may run only
+//! inside the claim's CPUs (a task may narrow its own affinity, as OpenMP runtimes do,
+//! never widen it). It then holds the CPUs its threads may really run on — never more —
+//! and its GPUs for as long as it lives. A thread that may run on every online CPU is
+//! bound by nobody and holds no CPU, whatever the claim says: one unbound process beside
+//! a claim of the whole node would otherwise keep every other user off the node (a job
+//! that binds a task to every CPU of the node therefore keeps nothing from others). The kernel offers no way to see which GPUs
+//! another user's process opened, so a GPU claim is believed while its live, verified
+//! process lasts; it dies with it.
+
+use std::collections::BTreeSet;
+
+use super::{Claim, Holder, FORMAT};
+use crate::procfs::Procs;
+
+/// The most GPUs one claim may name (a node has far fewer; more is junk).
+pub const MAX_GPUS: usize = 256;
+
+/// The parts of a claim file's name `c.<pid>.<start>.<rank>.<job>`: PID, start, rank.
+pub fn claim_name(name: &str) -> Option<(u32, u64, usize)> {
+    let rest = name.strip_prefix("c.")?;
+    let mut parts = rest.splitn(4, '.');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    let rank = parts.next()?.parse().ok()?;
+    parts.next().filter(|j| !j.is_empty())?;
+    Some((pid, start, rank))
+}
+
+/// Whether a process with `pid` and `start` is alive (not a zombie).
+pub fn alive(procs: &dyn Procs, pid: u32, start: u64) -> bool {
+    procs
+        .stat(pid)
+        .is_some_and(|s| s.start == start && !s.ended())
+}
+
+/// A claim of a file named for (`pid`, `start`) in `owner`'s directory, checked against
+/// the processes; `read` reads the file's content. `Err` says why it counts for nothing.
+pub fn verify_claim(
+    owner: u32,
+    (pid, start): (u32, u64),
+    read: impl FnOnce() -> Result<String, String>,
+    confirmed: bool,
+    procs: &dyn Procs,
+) -> Result<Holder, String> {
+    // The process first: a dead one's file is not even opened.
+    let stat = procs
+        .stat(pid)
+        .filter(|s| !s.ended())
+        .ok_or_else(|| format!("pid {pid} is gone"))?;
+    if stat.start != start {
+        return Err(format!("pid {pid} is another process now"));
+    }
+    let text = read()?;
+    let claim: Claim = serde_json::from_str(&text).map_err(|e| format!("corrupt: {e}"))?;
+    if claim.format != FORMAT {
+        return Err(format!("format {} (binder writes {FORMAT})", claim.format));
+    }
+    if claim.pid != pid || claim.start != start {
+        return Err("its content names another process than its name".into());
+    }
+    if claim.gpus.len() > MAX_GPUS || claim.gpus.iter().any(|g| g.len() > 64) {
+        return Err("names too many GPUs".into());
+    }
+    let status = procs
+        .status(pid)
+        .ok_or_else(|| format!("pid {pid} cannot be read"))?;
+    if status.uid != owner {
+        return Err(format!(
+            "pid {pid} belongs to uid {}, the file to uid {owner}",
+            status.uid
+        ));
+    }
+    let mut cpus = BTreeSet::new();
+    if !claim.cpus.is_empty() {
+        let mine = &claim.cpus;
+        let threads = procs
+            .threads(pid)
+            .ok_or_else(|| format!("pid {pid} cannot be read"))?;
+        let online = procs.online();
+        // A thread that may run on every online CPU is bound by nobody: like any
+        // unbound process of its user, it keeps no CPU from anyone.
+        let unbound = |allowed: &Vec<usize>| {
+            online
+                .as_ref()
+                .is_some_and(|o| o.iter().all(|c| allowed.binary_search(c).is_ok()))
+        };
+        for allowed in &threads {
+            if allowed.is_empty() || !allowed.iter().all(|c| mine.binary_search(c).is_ok()) {
+                return Err(format!(
+                    "pid {pid} may run on cpus {}, not inside its claim's {}",
+                    crate::cpulist::cpu_list(allowed),
+                    crate::cpulist::cpu_list(&claim.cpus)
+                ));
+            }
+            if !unbound(allowed) {
+                cpus.extend(allowed.iter().copied());
+            }
+        }
+    }
+    Ok(Holder {
+        owner,
+        claim,
+        cpus: cpus.into_iter().collect(),
+        confirmed,
+    })
+}

@@ -1,0 +1,22 @@
+//! binder-core: what a warm launch needs, and nothing that loads hwloc, parses YAML or
+//! parses a command line. Which task this is ([`identity`], [`procfs`]), CPU lists
+//! ([`cpulist`]), the persisted per-rank view ([`view`]) with the node cache ([`cache`])
+//! and the node ledger ([`ledger`]) that store it, and binding and exec ([`launch`]).
+//! `binder-plan` makes plans on top of it; the `binder` crate drives both.
+#![warn(missing_docs)]
+
+pub mod cache;
+pub mod cpulist;
+pub mod exit_code;
+pub mod identity;
+pub mod input;
+pub mod launch;
+pub mod ledger;
+pub mod procfs;
+pub mod text;
+pub mod view;
+
+/// The executable users type: a launch line's warm path, linked without libhwloc.
+pub const FRONT_EXE: &str = "binder";
+/// The executable `binder` hands everything else to, installed beside it.
+pub const FULL_EXE: &str = "binder-full";

@@ -1,0 +1,383 @@
+//! What binder reads about *processes* (never about the topology: hwloc owns that): a
+//! process's parent, process group, start time and command name (`/proc/PID/stat`), and
+//! its owner and real CPU affinity (`/proc/PID/status`). The node ledger checks every
+//! entry against these, and job identity walks up to the launcher's daemon with them.
+//!
+//! Behind the [`Procs`] trait so tests can describe processes that do not exist. Every
+//! read is bounded (a status file is a few KiB; more is refused) and every number parsed
+//! is checked, so a hostile `comm` (it may hold spaces and parentheses) cannot confuse it.
+
+/// The biggest `/proc` file read (status files are about 1.5 KiB).
+const MAX_PROC_BYTES: u64 = 64 << 10;
+
+/// From `/proc/PID/stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// The command name (`comm`, at most 15 bytes).
+    pub comm: String,
+    /// The state letter: `Z` (zombie) and `X` (dead) mean the process has ended even
+    /// though its `/proc` entry is still there.
+    pub state: char,
+    /// Parent PID.
+    pub ppid: u32,
+    /// Process group.
+    pub pgrp: u32,
+    /// Start time in clock ticks since boot: with the PID, names one process for the
+    /// whole uptime (a PID is reused, the pair is not).
+    pub start: u64,
+}
+
+/// From `/proc/PID/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Real user id.
+    pub uid: u32,
+    /// `Cpus_allowed_list`: the main thread's affinity, OS numbers ascending.
+    pub cpus: Vec<usize>,
+}
+
+/// Reads processes; [`Real`] reads `/proc`.
+pub trait Procs {
+    /// This process's PID.
+    fn me(&self) -> u32;
+    /// A process's stat line, `None` when it does not exist or cannot be read.
+    fn stat(&self, pid: u32) -> Option<Stat>;
+    /// A process's status, `None` when it does not exist or cannot be read.
+    fn status(&self, pid: u32) -> Option<Status>;
+    /// Every thread's affinity (`/proc/PID/task/*/status`, at most [`MAX_THREADS`]
+    /// threads), `None` when the process cannot be read. A task is held where *any* of
+    /// its threads may run, so the main thread's list alone is not enough.
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        self.status(pid).map(|s| vec![s.cpus])
+    }
+    /// Every live PID (`/proc`'s directory), `None` when unknown: one directory read
+    /// answers for thousands of names that a `/proc/PID/stat` each would cost.
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        None
+    }
+    /// The node's online CPUs (`/sys/devices/system/cpu/online`), `None` when unknown: a
+    /// thread that may run on all of them is bound by nobody.
+    fn online(&self) -> Option<Vec<usize>> {
+        None
+    }
+}
+
+/// The most threads of one process whose affinity is read (more are not looked at).
+pub const MAX_THREADS: usize = 4096;
+
+/// The real `/proc`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Real;
+
+impl Stat {
+    /// Whether the process has ended (a zombie not yet reaped still has a stat line).
+    pub fn ended(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+impl Procs for Real {
+    fn me(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        parse_stat(&read(&format!("/proc/{pid}/stat"))?)
+    }
+
+    fn status(&self, pid: u32) -> Option<Status> {
+        parse_status(&read(&format!("/proc/{pid}/status"))?)
+    }
+
+    fn online(&self) -> Option<Vec<usize>> {
+        read("/sys/devices/system/cpu/online").and_then(|t| parse_list(t.trim()))
+    }
+
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        let dir = std::fs::read_dir("/proc").ok()?;
+        Some(
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect(),
+        )
+    }
+
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let mut out = Vec::new();
+        for entry in dir.take(MAX_THREADS).flatten() {
+            let tid = entry.file_name();
+            let Some(tid) = tid
+                .to_str()
+                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            // A thread that ended meanwhile is simply not there any more.
+            if let Some(status) =
+                read(&format!("/proc/{pid}/task/{tid}/status")).and_then(|t| parse_status(&t))
+            {
+                out.push(status.cpus);
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}
+
+fn read(path: &str) -> Option<String> {
+    read_small(path, MAX_PROC_BYTES as usize).ok()
+}
+
+/// A small kernel file, whole, in `open`, `read` until end of file, `close`: std's
+/// `read_to_string` adds a `statx` and an `lseek` per file (procfs and sysfs report size
+/// 0), about a third of the syscalls of a warm launch's reads. At most `max` bytes are
+/// read; bytes that are not UTF-8 are replaced (a `comm` may hold any byte), so a file
+/// always reads as text.
+pub fn read_small(path: &str, max: usize) -> std::io::Result<String> {
+    use rustix::fs::{Mode, OFlags};
+    // rustix's `open` and `read` are these very syscalls, without std's extra ones; the
+    // descriptor closes when dropped.
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    // Half a page holds a stat line, a CPU list, a boot id and a status file (about
+    // 1.4 KiB) in one `read`; a larger file doubles the buffer.
+    let mut buf = vec![0u8; 2048.min(max.max(1))];
+    let mut len = 0;
+    let result = loop {
+        if len == buf.len() {
+            if len >= max {
+                break Ok(());
+            }
+            buf.resize((len * 2).min(max), 0);
+        }
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => break Ok(()),
+            Ok(n) => len += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => break Err(std::io::Error::from(e)),
+        }
+    };
+    drop(fd);
+    result?;
+    buf.truncate(len);
+    Ok(match String::from_utf8(buf) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+/// [`Real`], with this process's own stat line read once: a launch asks for it twice
+/// (its start time, and its parent and process group for the job's identity).
+#[derive(Debug)]
+pub struct RealOnce {
+    me: u32,
+    stat: Option<Stat>,
+}
+
+impl RealOnce {
+    /// Reads this process's stat line now.
+    pub fn new() -> RealOnce {
+        let me = std::process::id();
+        RealOnce {
+            me,
+            stat: Real.stat(me),
+        }
+    }
+}
+
+impl Default for RealOnce {
+    fn default() -> RealOnce {
+        RealOnce::new()
+    }
+}
+
+impl Procs for RealOnce {
+    fn me(&self) -> u32 {
+        self.me
+    }
+
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        if pid == self.me {
+            self.stat.clone()
+        } else {
+            Real.stat(pid)
+        }
+    }
+
+    fn status(&self, pid: u32) -> Option<Status> {
+        Real.status(pid)
+    }
+
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        Real.threads(pid)
+    }
+
+    fn online(&self) -> Option<Vec<usize>> {
+        Real.online()
+    }
+
+    fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+        Real.pids()
+    }
+}
+
+/// Parses a stat line. `comm` sits in parentheses and may itself hold `)` and spaces, so
+/// the fields are read after the *last* `)`.
+pub fn parse_stat(line: &str) -> Option<Stat> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let comm = line.get(open + 1..close)?.to_owned();
+    // After ") ": state(3) ppid(4) pgrp(5) session(6) ... starttime(22).
+    let rest: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(Stat {
+        comm,
+        state: rest.first()?.chars().next()?,
+        ppid: u32::try_from(field(4)?).ok()?,
+        pgrp: u32::try_from(field(5)?).ok()?,
+        start: field(22)?,
+    })
+}
+
+/// Parses a status file's `Uid:` (the real one) and `Cpus_allowed_list:` lines.
+pub fn parse_status(text: &str) -> Option<Status> {
+    let mut uid = None;
+    let mut cpus = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("Uid:") {
+            uid = v.split_whitespace().next().and_then(|u| u.parse().ok());
+        } else if let Some(v) = line.strip_prefix("Cpus_allowed_list:") {
+            cpus = parse_list(v.trim());
+        }
+    }
+    Some(Status {
+        uid: uid?,
+        cpus: cpus?,
+    })
+}
+
+/// The largest CPU number binder reads in a list (hwloc's own limit is far below).
+pub const MAX_CPU: usize = 1 << 20;
+
+/// Parses a kernel CPU list (`0-3,8,10-11`) into ascending numbers; `None` when malformed
+/// or naming a CPU above [`MAX_CPU`]. An empty string is the empty list.
+pub fn parse_list(text: &str) -> Option<Vec<usize>> {
+    parse_list_max(text, MAX_CPU + 1)
+}
+
+/// [`parse_list`] of at most `max` numbers before deduplication (`None` past that), for
+/// lists another user wrote: `0-1048576` repeated would otherwise expand to billions.
+pub fn parse_list_max(text: &str, max: usize) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    if text.is_empty() {
+        return Some(out);
+    }
+    // One pass over the bytes (lists from other users' files may be long).
+    let mut sorted = true;
+    for part in text.as_bytes().split(|&b| b == b',') {
+        let (a, b) = match part.iter().position(|&b| b == b'-') {
+            Some(dash) => (number(&part[..dash])?, number(&part[dash + 1..])?),
+            None => {
+                let a = number(part)?;
+                (a, a)
+            }
+        };
+        if a > b || b > MAX_CPU || out.len() + (b - a) >= max {
+            return None;
+        }
+        sorted &= out.last().is_none_or(|&last| last < a);
+        out.extend(a..=b);
+    }
+    if !sorted {
+        out.sort_unstable();
+        out.dedup();
+    }
+    Some(out)
+}
+
+/// A decimal number of at most 7 digits (CPU numbers stop at [`MAX_CPU`]).
+fn number(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() || digits.len() > 7 {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then(|| n * 10 + usize::from(d - b'0'))
+    })
+}
+
+/// A uid's login name (`getpwuid_r`), or the number when it has none.
+pub fn user_name(uid: u32) -> String {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: zeroed passwd is a valid out-parameter; it is only read after success.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer describes memory that lives across the call; `buf.len()` is
+    // its size.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() || pw.pw_name.is_null() {
+        return uid.to_string();
+    }
+    // SAFETY: on success pw_name points to a NUL-terminated string inside `buf`.
+    unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_a_hostile_comm() {
+        // Field numbers from proc(5): ppid 4, pgrp 5, starttime 22.
+        let line =
+            "4242 (a) b) c) S 17 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 200";
+        assert_eq!(
+            parse_stat(line),
+            Some(Stat {
+                comm: "a) b) c".into(),
+                state: 'S',
+                ppid: 17,
+                pgrp: 4240,
+                start: 987654
+            })
+        );
+        assert_eq!(parse_stat("4242 (x) S 17"), None);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn status_lines() {
+        let text = "Name:\tsleep\nUid:\t1000\t1000\t1000\t1000\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1,4\n";
+        assert_eq!(
+            parse_status(text),
+            Some(Status {
+                uid: 1000,
+                cpus: vec![0, 1, 4]
+            })
+        );
+        assert_eq!(parse_status("Uid:\t1000\n"), None);
+    }
+
+    #[test]
+    fn lists() {
+        assert_eq!(parse_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_list(""), Some(vec![]));
+        assert_eq!(parse_list("3-1"), None);
+        assert_eq!(parse_list("0-99999999999"), None);
+        assert_eq!(parse_list("a"), None);
+        assert_eq!(parse_list_max("0-3,8", 5), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_list_max("0-3,8", 4), None);
+        assert_eq!(parse_list_max(&"0-1048576,".repeat(1000), 65_536), None);
+    }
+
+    #[test]
+    fn this_process_reads_back() {
+        let me = Real.me();
+        let stat = Real.stat(me).expect("own stat");
+        assert_eq!(stat.ppid, std::os::unix::process::parent_id());
+        let status = Real.status(me).expect("own status");
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(status.uid, rustix::process::getuid().as_raw());
+        assert!(!status.cpus.is_empty());
+    }
+}

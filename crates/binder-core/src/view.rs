@@ -1,0 +1,98 @@
+//! The persisted per-rank view: what launching one task needs from a plan, stored by the
+//! node cache and recorded by the node ledger, under one format version.
+
+/// The version of everything binder persists about a plan (cache entries, ledger plans
+/// and claims). A reader ignores another version's files rather than misread them.
+pub const FORMAT: u32 = 7;
+
+/// What launching one task needs from the plan: small, serializable, and the same
+/// whether it comes from a fresh plan or from the node cache ([`crate::cache`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskView {
+    /// `core`, `pu` or `none`.
+    pub unit: String,
+    /// Its CPUs (OS numbers, ascending); empty for unit none.
+    pub cpus: Vec<usize>,
+    /// One OpenMP place per unit: the unit's PUs.
+    pub places: Vec<Vec<usize>>,
+    /// Its GPUs.
+    pub gpus: Vec<GpuView>,
+    /// Its nearest NICs' names.
+    pub nics: Vec<String>,
+    /// The `--report` text after `[launcher] `.
+    pub binding: String,
+    /// Grid Engine's variables (`GCS_BINDING`, `SGE_BINDING`, ...) when a request placed
+    /// the task.
+    #[serde(default)]
+    pub ge_env: Vec<(String, String)>,
+    /// False for `-binstance env`: the task is told its CPUs but not bound to them.
+    #[serde(default = "yes")]
+    pub apply: bool,
+    /// The rank's `openmp` option (a per-rank rule may differ from the shape's), so a
+    /// launch from the node cache or the ledger needs no shape parsed.
+    #[serde(default)]
+    pub openmp: bool,
+    /// The rank's `membind: local`: memory binding needs the topology, so the `binder`
+    /// executable hands such a launch over.
+    #[serde(default)]
+    pub membind: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One GPU of a task, as launching it and recording it in the ledger need it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GpuView {
+    /// binder's number (`gpu:N`, PCI order among the node's GPUs).
+    pub number: usize,
+    /// PCI bus id: how the ledger names it, whatever a runtime's numbering.
+    pub busid: String,
+    /// `nvidia`, `amd` or `intel`.
+    pub vendor: String,
+    /// How its runtime's variable lists it (SEMANTICS §9).
+    pub export: String,
+}
+
+impl TaskView {
+    /// Whether the task is bound at all (unit `none` is not).
+    pub fn is_bound(&self) -> bool {
+        !self.places.is_empty()
+    }
+}
+
+/// GPU vendors binder knows how to hand devices to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    /// PCI vendor 10de: CUDA_VISIBLE_DEVICES.
+    Nvidia,
+    /// PCI vendor 1002: ROCR_VISIBLE_DEVICES.
+    Amd,
+    /// PCI vendor 8086: ZE_AFFINITY_MASK.
+    Intel,
+}
+
+impl std::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+        })
+    }
+}
+
+/// A job's packing policy as the cache and the ledger record it (the shape's `pack`,
+/// SEMANTICS §13), written as the shape spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Packing {
+    /// The freest containers first.
+    Spread,
+    /// Partly used containers first, keeping free ones whole. The default.
+    #[default]
+    Fill,
+    /// Only whole free containers, kept from other jobs.
+    Exclusive,
+}

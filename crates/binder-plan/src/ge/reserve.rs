@@ -1,0 +1,243 @@
+//! Reserved units (OCS `binding_params filter=first_core`, SEMANTICS §12): CPUs no task of
+//! any job gets, named once per shape (`options.reserve`) or per node by the site.
+//!
+//! An entry is `first-core` (the first core of the first socket, OCS's global filter),
+//! `first-core-per-socket`, or an hwloc-calc style location by logical index:
+//! `core:0`, `package:1.core:0`, `pu:0-1`, `numa:1`, `l3:0` (`socket`, `l2` too).
+
+use super::codec::{Letter, Tree};
+use super::GeError;
+
+/// Where the site's reservation lives: a YAML file with `reserve: [ENTRY, ...]`, read by
+/// every binder on the node. `BINDER_SITE_FILE` points elsewhere (tests, modules).
+pub const SITE_FILE: &str = "/etc/binder/site.yaml";
+
+/// The site file's contents.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Entries reserved for every job on the node.
+    #[serde(default)]
+    pub reserve: Vec<String>,
+}
+
+/// Reads the site file (`BINDER_SITE_FILE`, else [`SITE_FILE`]); a missing file reserves
+/// nothing, an unreadable or invalid one is an error (a site that reserved cores must not
+/// silently lose them).
+pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError> {
+    match site_text(env)? {
+        Some((path, text)) => parse_site(&path, &text),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The reservations of a site file read by [`site_text`].
+pub fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
+    let site: Site = yaml_serde::from_str(text).map_err(|e| GeError::Reserve {
+        what: path.to_owned(),
+        why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
+    })?;
+    Ok(site.reserve)
+}
+
+/// The site file's path and bytes, unparsed (`None` when there is none): the node cache
+/// and the ledger key a plan by them, and a warm launch does not parse YAML.
+pub fn site_text(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, String)>, GeError> {
+    let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
+    if !std::path::Path::new(&path).exists() {
+        return Ok(None);
+    }
+    // Size checked before reading; a FIFO or device (`/dev/zero`) is refused unread.
+    let bytes = binder_core::input::read_bounded(std::path::Path::new(&path), 64 * 1024).map_err(
+        |why| GeError::Reserve {
+            what: path.clone(),
+            why: format!("cannot read the site file: {why}"),
+        },
+    )?;
+    let text = String::from_utf8(bytes).map_err(|_| GeError::Reserve {
+        what: path.clone(),
+        why: "the site file is not UTF-8 text".into(),
+    })?;
+    Ok(Some((path, text)))
+}
+
+/// The letter of a location's type, spelt as in shapes (`package`/`socket`, `l3`, ...).
+fn letter_of(word: &str) -> Result<Letter, String> {
+    use crate::shape::ObjType;
+    match ObjType::parse(word)? {
+        ObjType::Package => Ok(Letter::S),
+        ObjType::Numa => Ok(Letter::N),
+        ObjType::L3 => Ok(Letter::X),
+        ObjType::L2 => Ok(Letter::Y),
+        ObjType::Core => Ok(Letter::C),
+        ObjType::Pu => Ok(Letter::T),
+        other => Err(format!(
+            "a reservation names package, numa, l3, l2, core or pu, not {other}"
+        )),
+    }
+}
+
+fn same(node: Letter, want: Letter) -> bool {
+    node == want || (want == Letter::C && node == Letter::E)
+}
+
+/// The threads (tree indices) one entry names.
+pub fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
+    let bad = |why: String| GeError::Reserve {
+        what: binder_core::text::clip(entry, binder_core::text::QUOTE_MAX),
+        why,
+    };
+    let first_core = |scope: Vec<usize>| -> Vec<usize> {
+        scope
+            .into_iter()
+            .filter_map(|s| tree.cores(s).first().copied())
+            .flat_map(|c| tree.threads(c))
+            .collect()
+    };
+    let sockets: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&n| tree.nodes[n].letter == Letter::S)
+        .collect();
+    let whole = || -> Vec<usize> { tree.roots.clone() };
+    match entry.trim() {
+        "first-core" | "first_core" => {
+            let scope = sockets.first().copied().unwrap_or(tree.roots[0]);
+            return Ok(first_core(vec![scope]));
+        }
+        "first-core-per-socket" => {
+            return Ok(first_core(if sockets.is_empty() {
+                vec![tree.roots[0]]
+            } else {
+                sockets
+            }));
+        }
+        _ => {}
+    }
+    let mut scope: Vec<usize> = whole();
+    let mut top = true;
+    for part in entry.trim().split('.') {
+        let (ty, range) = part.split_once(':').ok_or_else(|| {
+            bad("write `first-core`, `first-core-per-socket` or a location like `core:0`, `package:1.core:0`, `pu:0-1`".into())
+        })?;
+        let letter = letter_of(ty).map_err(bad)?;
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (range, range),
+        };
+        let (a, b) = match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => {
+                return Err(bad(format!(
+                    "`{}` is not an index or a range A-B",
+                    binder_core::text::clip(range, 16)
+                )))
+            }
+        };
+        // At the top, indexes count over the whole node; after a `.`, inside each object.
+        let groups: Vec<Vec<usize>> = if top {
+            vec![scope.iter().flat_map(|&s| subtree(tree, s)).collect()]
+        } else {
+            scope.iter().map(|&s| subtree(tree, s)).collect()
+        };
+        top = false;
+        let mut next = Vec::new();
+        for group in groups {
+            let inside: Vec<usize> = group
+                .into_iter()
+                .filter(|&n| same(tree.nodes[n].letter, letter))
+                .collect();
+            next.extend(inside.into_iter().skip(a).take(b - a + 1));
+        }
+        if next.is_empty() {
+            return Err(bad(format!("there is no {part} on this node")));
+        }
+        scope = next;
+    }
+    Ok(scope.into_iter().flat_map(|n| tree.threads(n)).collect())
+}
+
+/// `n` and everything under it, in order.
+fn subtree(tree: &Tree, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![n];
+    while let Some(m) = stack.pop() {
+        out.push(m);
+        stack.extend(tree.nodes[m].children.iter().rev());
+    }
+    out
+}
+
+/// Marks every entry's threads taken; returns their OS PU numbers.
+pub fn apply(tree: &mut Tree, entries: &[String]) -> Result<Vec<usize>, GeError> {
+    let mut pus = Vec::new();
+    for entry in entries {
+        for t in resolve(tree, entry)? {
+            tree.nodes[t].used = true;
+            pus.extend(tree.nodes[t].os);
+        }
+    }
+    pus.sort_unstable();
+    pus.dedup();
+    Ok(pus)
+}
+
+/// Marks the threads of the OS PUs `pus` taken (units other jobs hold).
+pub fn take(tree: &mut Tree, pus: &[usize]) {
+    if pus.is_empty() {
+        return;
+    }
+    let pus: std::collections::HashSet<usize> = pus.iter().copied().collect();
+    for node in &mut tree.nodes {
+        if node.letter == Letter::T && node.os.is_some_and(|o| pus.contains(&o)) {
+            node.used = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reserved(topo: &str, entries: &[&str]) -> String {
+        let mut t = Tree::parse(topo).unwrap();
+        apply(
+            &mut t,
+            &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        t.occupancy_string()
+    }
+
+    #[test]
+    fn entries() {
+        // man-global-filter-first_core: the first core of the first socket.
+        assert_eq!(reserved("SCCCCSCCCC", &["first-core"]), "ScCCCSCCCC");
+        assert_eq!(
+            reserved("SCCCCSCCCC", &["first-core-per-socket"]),
+            "ScCCCScCCC"
+        );
+        assert_eq!(
+            reserved("SCTTCTTSCTTCTT", &["package:1.core:1"]),
+            "SCTTCTTSCTTctt"
+        );
+        assert_eq!(reserved("SCTTCTTSCTTCTT", &["pu:0-1"]), "ScttCTTSCTTCTT");
+        assert_eq!(reserved("SCTTCTTSCTTCTT", &["core:3"]), "SCTTCTTSCTTctt");
+        assert_eq!(reserved("NSXCCNSXCC", &["numa:1"]), "NSXCCnsxcc");
+    }
+
+    #[test]
+    fn bad_entries() {
+        let t = Tree::parse("SCCSCC").unwrap();
+        for (e, why) in [
+            ("core:9", "no core:9"),
+            ("cpu:1", "unknown object type `cpu`"),
+            ("group:0", "not group"),
+            ("core", "write `first-core`"),
+            ("core:2-1", "not an index"),
+        ] {
+            let m = resolve(&t, e).unwrap_err().to_string();
+            assert!(m.contains(why), "{e}: {m}");
+        }
+    }
+}

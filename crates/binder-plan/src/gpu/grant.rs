@@ -1,0 +1,292 @@
+//! Which GPUs a job may have (SEMANTICS §9, last bullet): those its allocation grants,
+//! as the allowed cpuset does for CPUs, less those another live job holds (§13).
+//!
+//! The allocation is what the environment the job inherited says:
+//!
+//! | vendor | variable (first one set) | entries |
+//! |---|---|---|
+//! | NVIDIA | `CUDA_VISIBLE_DEVICES` | index in PCI order, or `GPU-<uuid>` (a unique prefix) |
+//! | AMD | `ROCR_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL` | index, or `GPU-<uuid>` |
+//! | Intel | `ZE_AFFINITY_MASK` | index (`N` or `N.M`) |
+//! | any | `SLURM_STEP_GPUS`, else `SLURM_JOB_GPUS` | Slurm's GPU indices |
+//!
+//! A vendor whose variable is set may use the GPUs it lists and no other; one whose
+//! variable is unset may use all of its GPUs, or those Slurm lists when Slurm's variable
+//! is set. When both are set with as many entries, Slurm's give the physical GPU and the
+//! vendor's how the runtime names it (Slurm with constrained devices exports
+//! `CUDA_VISIBLE_DEVICES=0,1` for physical GPUs 2 and 3). A task's variable lists the
+//! entries it was given, written as inherited: never renumbered, never a GPU outside them.
+
+use super::model::Gpu;
+use super::Vendor;
+
+/// Each vendor's variables, first one set wins.
+const VENDOR_VARS: [(Vendor, &[&str]); 3] = [
+    (Vendor::Nvidia, &["CUDA_VISIBLE_DEVICES"]),
+    (
+        Vendor::Amd,
+        &[
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+        ],
+    ),
+    (Vendor::Intel, &["ZE_AFFINITY_MASK"]),
+];
+
+/// Slurm's variables, first one set wins.
+const SLURM_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
+
+/// Every variable that can change which GPUs a job gets (the node cache keys on them).
+pub const ENV: [&str; 7] = [
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ZE_AFFINITY_MASK",
+    "SLURM_STEP_GPUS",
+    "SLURM_JOB_GPUS",
+];
+
+/// The most entries read from one variable; the longest entry kept.
+const MAX_ENTRIES: usize = 1024;
+const MAX_ENTRY: usize = 128;
+
+/// The GPUs a job may have.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grant {
+    /// Per vendor (in [`VENDOR_VARS`] order), the inherited entries, when set.
+    lists: [Option<Vec<String>>; 3],
+    /// Slurm's GPU indices, when set.
+    slurm: Option<Vec<String>>,
+    /// PCI bus ids another job holds.
+    held: Vec<String>,
+    /// `gpu-ids: uuid`: name a GPU the allocation did not name by `GPU-<uuid>`.
+    uuid: bool,
+}
+
+/// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
+/// Slurm write for "none") is the empty list.
+fn entries(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && *e != "NoDevFiles")
+        .take(MAX_ENTRIES)
+        .map(|e| e.chars().take(MAX_ENTRY).collect())
+        .collect()
+}
+
+impl Grant {
+    /// The allocation the environment `get` describes (nothing held yet).
+    pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Grant {
+        let first = |names: &[&str]| names.iter().find_map(|n| get(n)).map(|v| entries(&v));
+        Grant {
+            lists: VENDOR_VARS.map(|(_, names)| first(names)),
+            slurm: first(&SLURM_VARS),
+            held: Vec::new(),
+            uuid: false,
+        }
+    }
+
+    /// The same grant, naming GPUs by `GPU-<uuid>` where hwloc knows it (`gpu-ids: uuid`);
+    /// an inherited entry is still passed on as written.
+    pub fn by_uuid(mut self, uuid: bool) -> Grant {
+        self.uuid = uuid;
+        self
+    }
+
+    /// The same grant less the GPUs (bus ids) other jobs hold.
+    pub fn holding(mut self, held: Vec<String>) -> Grant {
+        self.held = held;
+        self
+    }
+
+    /// The inherited variables' values, for a cache key (`name=value;…`).
+    pub fn env_text(get: &dyn Fn(&str) -> Option<String>) -> String {
+        ENV.iter()
+            .filter_map(|n| get(n).map(|v| format!("{n}={v};")))
+            .collect()
+    }
+
+    /// The GPUs of `all` (every GPU of the node, in PCI order) this job may have, each
+    /// with the name its runtime variable will use; their `index` is their position in
+    /// what is returned, their `number` stays the node's.
+    pub fn apply(&self, all: Vec<Gpu>) -> Vec<Gpu> {
+        let mut used: Vec<Vec<bool>> = self
+            .lists
+            .iter()
+            .map(|l| vec![false; l.as_ref().map_or(0, Vec::len)])
+            .collect();
+        let mut out = Vec::new();
+        for mut gpu in all {
+            if self.held.contains(&gpu.busid) {
+                continue;
+            }
+            let v = VENDOR_VARS
+                .iter()
+                .position(|(vendor, _)| *vendor == gpu.vendor)
+                .unwrap_or(0);
+            let export = match &self.lists[v] {
+                Some(list) => {
+                    let found = (0..list.len())
+                        .find(|&k| !used[v][k] && self.matches(&list[k], k, list.len(), &gpu));
+                    found.map(|k| {
+                        used[v][k] = true;
+                        list[k].clone()
+                    })
+                }
+                None => match &self.slurm {
+                    Some(slurm) => slurm
+                        .iter()
+                        .any(|e| index_of(e) == Some(gpu.vendor_index))
+                        .then(|| self.own_name(&gpu)),
+                    None => Some(self.own_name(&gpu)),
+                },
+            };
+            if let Some(export) = export {
+                gpu.export = export;
+                gpu.index = out.len();
+                out.push(gpu);
+            }
+        }
+        out
+    }
+
+    /// The name of a GPU no inherited entry names: `GPU-<uuid>` under `gpu-ids: uuid`
+    /// where hwloc knows it, else the runtime's index.
+    fn own_name(&self, gpu: &Gpu) -> String {
+        match &gpu.uuid {
+            Some(uuid) if self.uuid => uuid.clone(),
+            _ => gpu.vendor_index.to_string(),
+        }
+    }
+
+    /// Whether entry `k` of a vendor list of `len` entries names `gpu`.
+    fn matches(&self, entry: &str, k: usize, len: usize, gpu: &Gpu) -> bool {
+        if let Some(uuid) = entry.strip_prefix("GPU-") {
+            // A unique prefix, as CUDA takes it; too short a prefix names nothing.
+            return uuid.len() >= 4
+                && gpu
+                    .uuid
+                    .as_deref()
+                    .and_then(|u| u.strip_prefix("GPU-"))
+                    .is_some_and(|u| {
+                        u.to_ascii_lowercase()
+                            .starts_with(&uuid.to_ascii_lowercase())
+                    });
+        }
+        // Slurm's list, as long as the vendor's, names the physical GPUs.
+        let physical = match &self.slurm {
+            Some(slurm) if slurm.len() == len => slurm.get(k).and_then(|e| index_of(e)),
+            _ => index_of(entry),
+        };
+        physical == Some(gpu.vendor_index)
+    }
+}
+
+/// The device index of an entry: `3`, or Level Zero's `3.1` (sub-device 1 of device 3).
+fn index_of(entry: &str) -> Option<usize> {
+    entry.split('.').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hwlocality::cpu::cpuset::CpuSet;
+
+    fn gpu(number: usize, vendor: Vendor, vendor_index: usize) -> Gpu {
+        Gpu {
+            index: number,
+            number,
+            vendor_index,
+            busid: format!("0000:{number:02x}:00.0"),
+            vendor,
+            model: "m".into(),
+            os_name: None,
+            uuid: Some(format!("GPU-{number}{number}{number}{number}-aaaa")),
+            export: vendor_index.to_string(),
+            locality: CpuSet::new(),
+            attached_to: "machine:0".into(),
+        }
+    }
+
+    fn four() -> Vec<Gpu> {
+        (0..4).map(|n| gpu(n, Vendor::Nvidia, n)).collect()
+    }
+
+    fn grant(vars: &[(&str, &str)]) -> Grant {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Grant::from_env(&|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    fn kept(g: &Grant, all: Vec<Gpu>) -> Vec<(usize, usize, String)> {
+        g.apply(all)
+            .into_iter()
+            .map(|g| (g.index, g.number, g.export))
+            .collect()
+    }
+
+    #[test]
+    fn nothing_set_keeps_every_gpu() {
+        assert_eq!(kept(&grant(&[]), four()).len(), 4);
+    }
+
+    #[test]
+    fn an_inherited_list_restricts_and_keeps_its_own_words() {
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "2,3")]);
+        assert_eq!(
+            kept(&g, four()),
+            [(0, 2, "2".to_owned()), (1, 3, "3".to_owned())]
+        );
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "GPU-3333,GPU-1111-aaaa")]);
+        assert_eq!(
+            kept(&g, four()),
+            [
+                (0, 1, "GPU-1111-aaaa".to_owned()),
+                (1, 3, "GPU-3333".to_owned())
+            ]
+        );
+        // Empty, or CUDA's "none": no NVIDIA GPU at all.
+        assert!(kept(&grant(&[("CUDA_VISIBLE_DEVICES", "")]), four()).is_empty());
+        assert!(kept(&grant(&[("CUDA_VISIBLE_DEVICES", "NoDevFiles")]), four()).is_empty());
+        // An entry naming no GPU of the node names none.
+        assert_eq!(
+            kept(&grant(&[("CUDA_VISIBLE_DEVICES", "7,1")]), four()).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn slurm_names_the_physical_gpus() {
+        // Constrained devices: Slurm gives physical 2,3 and CUDA sees them as 0,1.
+        let g = grant(&[("SLURM_STEP_GPUS", "2,3"), ("CUDA_VISIBLE_DEVICES", "0,1")]);
+        assert_eq!(
+            kept(&g, four()),
+            [(0, 2, "0".to_owned()), (1, 3, "1".to_owned())]
+        );
+        // Slurm alone.
+        let g = grant(&[("SLURM_JOB_GPUS", "1")]);
+        assert_eq!(kept(&g, four()), [(0, 1, "1".to_owned())]);
+    }
+
+    #[test]
+    fn other_vendors_and_held_gpus() {
+        let mut all = four();
+        all.push(gpu(4, Vendor::Amd, 0));
+        all.push(gpu(5, Vendor::Intel, 0));
+        // CUDA's list says nothing of AMD and Intel.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "0")]);
+        assert_eq!(kept(&g, all.clone()).len(), 3);
+        let g = grant(&[("ZE_AFFINITY_MASK", "0.1"), ("ROCR_VISIBLE_DEVICES", "")]);
+        let k = kept(&g, all.clone());
+        assert_eq!(k.len(), 5);
+        assert_eq!(k[4], (4, 5, "0.1".to_owned()));
+        // Held by another job: gone, whatever the allocation says.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "2,3")]).holding(vec!["0000:02:00.0".into()]);
+        assert_eq!(kept(&g, four()), [(0, 3, "3".to_owned())]);
+    }
+}

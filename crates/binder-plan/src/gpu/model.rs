@@ -1,0 +1,50 @@
+//! A GPU as planning sees it, apart from how it is discovered (which needs the topology,
+//! `super::discover`), so that the topology can hold a job's [`super::Grant`].
+
+use hwlocality::cpu::cpuset::CpuSet;
+
+use super::Vendor;
+
+/// One GPU (or GPU partition) of the node.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    /// Position in the list the planner deals from (the GPUs this job may have).
+    pub index: usize,
+    /// Position in PCI bus order among all the node's GPUs: binder's GPU number
+    /// (`gpu:N`, `BINDER_GPUS`), the same whichever of them a job may have.
+    pub number: usize,
+    /// The number its runtime uses in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES /
+    /// ZE_AFFINITY_MASK: position in PCI bus order among this vendor's GPUs, except for
+    /// AMD GPUs whose ROCm index hwloc reports (`rsmiN`, `openclXdN`).
+    pub vendor_index: usize,
+    /// PCI bus id, `domain:bus:device.function`.
+    pub busid: String,
+    /// Who made it.
+    pub vendor: Vendor,
+    /// Marketing name from the OS device or PCI database, else `vendor:device` in hex.
+    pub model: String,
+    /// The OS device naming this GPU (`cuda0`, `rsmi3`), when the topology has one.
+    pub os_name: Option<String>,
+    /// `GPU-<uuid>` from hwloc's `NVIDIAUUID` / `AMDUUID`, when the topology has it.
+    pub uuid: Option<String>,
+    /// How the task's runtime variable names it: the inherited entry it matched
+    /// (SEMANTICS §9: never renumbered), else [`Gpu::vendor_index`].
+    pub export: String,
+    /// The CPUs near it: the cpuset of its first non-I/O ancestor.
+    pub locality: CpuSet,
+    /// Logical index of its first non-I/O ancestor, as `type:index` (`package:1`).
+    pub attached_to: String,
+}
+
+impl Gpu {
+    /// How the task's runtime will name it: `cuda:0`, `rocr:2`, `ze:0`, or with a UUID
+    /// `cuda:GPU-…` (the runtime's variable entry, with the runtime).
+    pub fn runtime_name(&self) -> String {
+        let runtime = match self.vendor {
+            Vendor::Nvidia => "cuda",
+            Vendor::Amd => "rocr",
+            Vendor::Intel => "ze",
+        };
+        format!("{runtime}:{}", self.export)
+    }
+}

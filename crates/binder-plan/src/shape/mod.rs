@@ -1,0 +1,198 @@
+//! The shape: what placement the user asked for, as written in YAML (SEMANTICS §1).
+//!
+//! This stage owns parsing and every check that can point at a line and column. It knows
+//! nothing about the machine: whether a shape fits a node is decided by `select` and
+//! `distribute`. Layout: `model` (the structs), `keywords` (enums and their spellings),
+//! `count`, `rules` (whole-tree checks), `validate` (pre-scan and message rewriting),
+//! `schema`, `error`.
+
+mod count;
+mod error;
+mod keywords;
+mod model;
+pub mod ranks;
+mod rules;
+mod schema;
+mod validate;
+
+use std::path::Path;
+
+pub use count::Count;
+pub use error::{ShapeError, MAX_SHAPE_BYTES};
+pub use keywords::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern};
+pub use model::{Options, Resource, Shape, Version};
+pub use ranks::{Group, RankList, RankRule, Ranks};
+pub use schema::{schema_json, SCHEMA_URL_COMMENT};
+pub(crate) use validate::did_you_mean;
+
+impl Shape {
+    /// Reads and parses a shape file (see [`read_text`]).
+    pub fn from_file(path: &Path) -> Result<Shape, ShapeError> {
+        let text = read_text(path)?;
+        Shape::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Parses shape text; `origin` names it in error messages.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Shape, ShapeError> {
+        let shape = Shape::parse(text, origin)?;
+        shape
+            .check_tree()
+            .and_then(|()| shape.check_ranks())
+            .map_err(|message| ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location: None,
+                message,
+            })?;
+        Ok(shape)
+    }
+
+    fn parse(text: &str, origin: &str) -> Result<Shape, ShapeError> {
+        if text.len() > MAX_SHAPE_BYTES {
+            return Err(ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location: None,
+                message: format!(
+                    "larger than {} KiB; a shape is a few lines of YAML",
+                    MAX_SHAPE_BYTES / 1024
+                ),
+            });
+        }
+        validate::prescan(text).map_err(|(location, message)| ShapeError::Invalid {
+            origin: origin.to_owned(),
+            location: Some(location),
+            message,
+        })?;
+        let _scope = validate::ParseScope::begin();
+        yaml_serde::from_str::<Shape>(text).map_err(|err| {
+            let mut location = err.location().map(|l| (l.line(), l.column()));
+            if err.to_string().contains("quoted scalar") {
+                location = validate::unclosed_quote(text).or(location);
+            }
+            let full = err.to_string();
+            let message = if full.contains("EOF while parsing") {
+                "the shape is empty; it needs at least a `resources` list".to_owned()
+            } else {
+                validate::explain_serde_message(&full)
+            };
+            ShapeError::Invalid {
+                origin: origin.to_owned(),
+                location,
+                message,
+            }
+        })
+    }
+}
+
+/// [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
+pub fn read_text(path: &Path) -> Result<String, ShapeError> {
+    use std::io::Read as _;
+    let shown = path.display().to_string();
+    let read_error = |reason: String| ShapeError::Read {
+        path: shown.clone(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| read_error(io_reason(&e)))?;
+    if meta.is_dir() {
+        return Err(read_error(
+            "it is a directory; give the YAML file inside it".into(),
+        ));
+    }
+    // A FIFO or a device is never read (a FIFO without a writer blocks forever), and the
+    // size is checked before a byte is.
+    binder_core::input::regular(path).map_err(read_error)?;
+    if meta.len() > MAX_SHAPE_BYTES as u64 {
+        return Err(read_error(format!(
+            "it is larger than {} KiB; a shape is a few lines of YAML",
+            MAX_SHAPE_BYTES / 1024
+        )));
+    }
+    let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
+    // Sized from the metadata (capped): one `read` instead of a doubling series.
+    let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_SHAPE_BYTES) + 1);
+    file.take(MAX_SHAPE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| read_error(io_reason(&e)))?;
+    if bytes.len() > MAX_SHAPE_BYTES {
+        return Err(read_error(format!(
+            "it is larger than {} KiB; a shape is a few lines of YAML",
+            MAX_SHAPE_BYTES / 1024
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+        ShapeError::Invalid {
+            origin: shown.clone(),
+            location: Some((line, col)),
+            message: "not UTF-8 text; save the shape as UTF-8".into(),
+        }
+    })?;
+    Ok(text)
+}
+
+/// An I/O error as a short reason with what to check.
+fn io_reason(e: &std::io::Error) -> String {
+    binder_core::input::reason(e)
+}
+
+/// 1-based line and column just after `bytes`.
+fn line_col(bytes: &[u8]) -> (usize, usize) {
+    let line = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = bytes.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(yaml: &str) -> String {
+        Shape::from_yaml(yaml, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn slot_rules() {
+        let e = refusal("resources: [{type: slot, with: [{type: slot}]}]");
+        assert!(
+            e.contains("resources[0].with[0]: a `slot` inside a `slot`"),
+            "{e}"
+        );
+        let e = refusal("resources: [{type: slot}, {type: socket, with: [{type: task}]}]");
+        assert!(
+            e.contains("resources[1].with[0]: slots at two levels (also at resources[0])"),
+            "{e}"
+        );
+        let e = refusal("resources: [{type: gpu, with: [{type: slot}]}]");
+        assert!(e.contains("a `slot` inside a `gpu`"), "{e}");
+        let e =
+            refusal("options: {bind: gpu-local}\nresources: [{type: numa, with: [{type: slot}]}]");
+        assert!(e.contains("`bind: gpu-local` with `slot` items"), "{e}");
+        let e = refusal(
+            "options: {pattern: interleave}\nresources: [{type: slot, with: [{type: pu}]}]",
+        );
+        assert!(e.contains("`pattern: interleave` with `slot` items"), "{e}");
+        // Slots at one level under different parents are fine.
+        let ok =
+            "resources: [{type: socket, with: [{type: slot}]}, {type: numa, with: [{type: slot}]}]";
+        assert!(Shape::from_yaml(ok, "t.yaml").unwrap().has_slots());
+    }
+
+    #[test]
+    fn widths_and_device_types_parse() {
+        let s = Shape::from_yaml("options: {bind: socket}\nresources: [{type: nic}]", "t").unwrap();
+        assert_eq!(s.options.bind, Some(Bind::Width(ObjType::Package)));
+        assert!(s.needs_nics() && s.needs_io() && !s.needs_gpus());
+        for (word, ty) in [
+            ("l3", ObjType::L3),
+            ("numanode", ObjType::Numa),
+            ("die", ObjType::Die),
+            ("l2cache", ObjType::L2),
+        ] {
+            let s = Shape::from_yaml(
+                &format!("options: {{bind: {word}}}\nresources: [{{type: core}}]"),
+                "t",
+            )
+            .unwrap();
+            assert_eq!(s.options.bind, Some(Bind::Width(ty)), "{word}");
+        }
+    }
+}

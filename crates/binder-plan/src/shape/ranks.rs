@@ -1,0 +1,337 @@
+//! Per-rank rules (`ranks:`, issue #13): some local ranks get their own binding or their
+//! own resources, the others keep the shape's plan.
+//!
+//! ```yaml
+//! resources:
+//!   - type: core
+//!     count: all
+//! ranks:
+//!   0: {bind: none}                 # a master keeps the affinity it started with
+//!   "1-2":                          # two helpers on NUMA node 0's first cores
+//!     resources: [{type: numa, with: [{type: core, count: 2}]}]
+//! ```
+//!
+//! Keys are local rank lists (`0`, `"1-3"`, `"0,4-7"`); a rule names the options it
+//! changes (`bind`, `pattern`, `reverse`, `openmp`, `membind`, `gpus-per-task`) and
+//! either its own `resources` or `bind: none`. What it does not name it inherits from the
+//! shape, except `gpus-per-task`: GPUs are dealt by one plan only, so a rule and the rest
+//! of the shape never get the same GPU. How they are planned is in [`crate::plan`].
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU32;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{Bind, Membind, Pattern, Resource, Shape};
+
+/// The most ranks a rank list may name: a node never runs more tasks than PUs.
+pub const MAX_RANK: usize = 1 << 20;
+
+/// A list of local ranks, as written: `0`, `"1-3"`, `"0,4-7"` (ascending, no repeats).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RankList(pub Vec<usize>);
+
+impl RankList {
+    /// Reads `0`, `1-3`, `0,4-7`.
+    pub fn parse(text: &str) -> Result<RankList, String> {
+        let bad = |why: &str| {
+            format!(
+                "rank list `{}`: {why}; write local ranks as `0`, `\"1-3\"` or `\"0,4-7\"`",
+                binder_core::text::clip(text, 40)
+            )
+        };
+        let mut ranks = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let num = |s: &str| -> Result<usize, String> {
+                s.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n < MAX_RANK)
+                    .ok_or_else(|| {
+                        bad(&format!(
+                            "`{}` is not a rank below {MAX_RANK}",
+                            binder_core::text::clip(s.trim(), 20)
+                        ))
+                    })
+            };
+            let (a, b) = (num(a)?, num(b)?);
+            if a > b {
+                return Err(bad(&format!("{a}-{b} runs backwards")));
+            }
+            ranks.extend(a..=b);
+            if ranks.len() > MAX_RANK {
+                return Err(bad("too many ranks"));
+            }
+        }
+        ranks.sort_unstable();
+        if ranks.windows(2).any(|w| w[0] == w[1]) {
+            return Err(bad("a rank is named twice"));
+        }
+        Ok(RankList(ranks))
+    }
+}
+
+impl fmt::Display for RankList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&binder_core::cpulist::cpu_list(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for RankList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Ranks;
+        impl Visitor<'_> for Ranks {
+            type Value = RankList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a local rank list such as 0, \"1-3\" or \"0,4-7\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RankList, E> {
+                RankList::parse(&v.to_string()).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RankList, E> {
+                RankList::parse(&v.to_string()).map_err(E::custom)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RankList, E> {
+                RankList::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Ranks)
+    }
+}
+
+impl Serialize for RankList {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+/// One rule: what the ranks it names get instead of the shape's plan.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RankRule {
+    /// Their binding unit; `none` leaves them with the affinity they started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<Bind>,
+    /// How their units are dealt among them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// Reverse their pool first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<bool>,
+    /// Export OpenMP's variables for them (default: the shape's `options.openmp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<bool>,
+    /// Their memory binding (default: the shape's `options.membind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Membind>,
+    /// GPUs for each of them (not inherited: only one plan deals GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_task: Option<NonZeroU32>,
+    /// Their own resources, planned before the rest of the shape, which plans around
+    /// them. Required unless `bind: none`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<Resource>,
+}
+
+/// The `ranks:` mapping.
+pub type Ranks = BTreeMap<RankList, RankRule>;
+
+/// The JSON Schema of `ranks:`: keys are rank lists.
+pub(super) fn ranks_schema(generator: &mut SchemaGenerator) -> Schema {
+    let rule = generator.subschema_for::<RankRule>();
+    json_schema!({
+        "description": "Per-rank rules: local rank lists (`0`, `\"1-3\"`, `\"0,4-7\"`) and what those ranks get instead of the shape's plan: `bind: none`, or their own `resources` (and options). The other ranks are planned around them.",
+        "type": "object",
+        "propertyNames": {"pattern": "^\\s*[0-9]+(\\s*-\\s*[0-9]+)?(\\s*,\\s*[0-9]+(\\s*-\\s*[0-9]+)?)*\\s*$"},
+        "additionalProperties": rule
+    })
+}
+
+impl JsonSchema for RankList {
+    fn schema_name() -> Cow<'static, str> {
+        "RankList".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string"})
+    }
+}
+
+/// Ranks and the shape that plans them.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The rule's key, for reports (`0`, `1-2`).
+    pub label: String,
+    /// The local ranks below the local size that it names.
+    pub ranks: Vec<usize>,
+    /// What plans them; `None` for `bind: none` without resources (nothing to plan).
+    pub shape: Option<Shape>,
+}
+
+impl Shape {
+    /// The shape a rule plans its ranks with: its options over the shape's, its resources.
+    fn for_rule(&self, rule: &RankRule) -> Shape {
+        let mut options = self.options.clone();
+        options.gpus_per_task = rule.gpus_per_task;
+        if rule.bind.is_some() {
+            options.bind = rule.bind;
+        }
+        if rule.pattern.is_some() {
+            options.pattern = rule.pattern;
+        }
+        if rule.reverse.is_some() {
+            options.reverse = rule.reverse;
+        }
+        if let Some(openmp) = rule.openmp {
+            options.openmp = openmp;
+        }
+        if rule.membind.is_some() {
+            options.membind = rule.membind;
+        }
+        Shape {
+            version: None,
+            options,
+            resources: rule.resources.clone(),
+            ranks: Ranks::new(),
+        }
+    }
+
+    /// The options that apply to local rank `rank`'s own task (OpenMP and memory
+    /// binding): its rule's, else the shape's.
+    pub fn options_for(&self, rank: usize) -> super::Options {
+        self.ranks
+            .iter()
+            .find(|(list, _)| list.0.binary_search(&rank).is_ok())
+            .map_or_else(
+                || self.options.clone(),
+                |(_, rule)| self.for_rule(rule).options,
+            )
+    }
+
+    /// Whether local rank `rank`'s memory is bound (`membind: local`).
+    pub fn membind_for(&self, rank: usize) -> bool {
+        self.options_for(rank).membind == Some(Membind::Local)
+    }
+
+    /// The rules' groups for `local_size` tasks, lowest rank first, and the ranks the
+    /// shape itself plans (in order). Rules naming no rank below the size are left out.
+    pub fn rank_groups(&self, local_size: usize) -> (Vec<Group>, Vec<usize>) {
+        let mut groups: Vec<Group> = self
+            .ranks
+            .iter()
+            .map(|(list, rule)| Group {
+                label: list.to_string(),
+                ranks: list.0.iter().copied().filter(|&r| r < local_size).collect(),
+                shape: (!rule.resources.is_empty()).then(|| self.for_rule(rule)),
+            })
+            .filter(|g| !g.ranks.is_empty())
+            .collect();
+        groups.sort_by_key(|g| g.ranks[0]);
+        let ruled: std::collections::HashSet<usize> = groups
+            .iter()
+            .flat_map(|g| g.ranks.iter().copied())
+            .collect();
+        let rest = (0..local_size).filter(|r| !ruled.contains(r)).collect();
+        (groups, rest)
+    }
+
+    /// The whole-shape checks of `ranks:` (SEMANTICS-like rules, issue #13).
+    pub(super) fn check_ranks(&self) -> Result<(), String> {
+        if self.ranks.is_empty() {
+            return Ok(());
+        }
+        if self.options.ge.is_some() {
+            return Err("`ranks:` with `options.ge`: a Grid Engine request places the whole job; drop one of them".into());
+        }
+        let mut seen: BTreeMap<usize, &RankList> = BTreeMap::new();
+        for (list, rule) in &self.ranks {
+            for r in &list.0 {
+                if let Some(other) = seen.insert(*r, list) {
+                    return Err(format!(
+                        "ranks `{other}` and `{list}` both name rank {r}; each rank may have one rule"
+                    ));
+                }
+            }
+            if rule.resources.is_empty() && rule.bind != Some(Bind::None) {
+                return Err(format!(
+                    "ranks `{list}`: a rule needs its own `resources` or `bind: none` (a rule on the shape's own resources would take what the other ranks need)"
+                ));
+            }
+            let sub = self.for_rule(rule);
+            if !rule.resources.is_empty() {
+                sub.check_tree()
+                    .map_err(|m| format!("ranks `{list}`: {m}"))?;
+            }
+            if sub.needs_gpus() && !rule.resources.is_empty() && self.needs_gpus() {
+                return Err(format!(
+                    "ranks `{list}` and the rest of the shape both use GPUs; each plan would deal the same GPUs, so give GPUs in one of them only"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists() {
+        assert_eq!(RankList::parse("0").unwrap().0, [0]);
+        assert_eq!(RankList::parse("0, 4-6").unwrap().0, [0, 4, 5, 6]);
+        assert_eq!(RankList::parse("4-6,0").unwrap().to_string(), "0,4-6");
+        for bad in ["", "a", "3-1", "0,0", "-1", "1-", "99999999999999999999"] {
+            assert!(RankList::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn shape(text: &str) -> Result<Shape, String> {
+        Shape::from_yaml(text, "s.yaml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rules_group_ranks_and_leave_the_rest() {
+        let s = shape(
+            "resources: [{type: core, count: all}]\nranks:\n  0: {bind: none}\n  \"2-3\": {resources: [{type: pu}]}\n",
+        )
+        .unwrap();
+        let (groups, rest) = s.rank_groups(6);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(
+            (groups[0].ranks.clone(), groups[0].shape.is_none()),
+            (vec![0], true)
+        );
+        assert_eq!(groups[1].ranks, [2, 3]);
+        assert_eq!(rest, [1, 4, 5]);
+        // Beyond the local size a rule names nobody.
+        let (groups, rest) = s.rank_groups(1);
+        assert_eq!((groups.len(), rest.len()), (1, 0));
+    }
+
+    #[test]
+    fn bad_rules_are_refused() {
+        let e =
+            shape("resources: [{type: core}]\nranks: {\"0-1\": {bind: none}, \"1\": {bind: none}}")
+                .unwrap_err();
+        assert!(e.contains("both name rank 1"), "{e}");
+        let e = shape("resources: [{type: core}]\nranks: {0: {bind: pu}}").unwrap_err();
+        assert!(
+            e.contains("needs its own `resources` or `bind: none`"),
+            "{e}"
+        );
+        let e = shape("resources: [{type: core}]\nranks: {x: {bind: none}}").unwrap_err();
+        assert!(e.contains("rank list `x`"), "{e}");
+        let e =
+            shape("resources: [{type: core}]\nranks: {0: {bind: none, colour: red}}").unwrap_err();
+        assert!(e.contains("colour"), "{e}");
+        let e = shape("options: {ge: '-binding linear:1'}\nranks: {0: {bind: none}}").unwrap_err();
+        assert!(e.contains("Grid Engine"), "{e}");
+        let e = shape("options: {gpus-per-task: 1}\nresources: [{type: core}]\nranks: {0: {gpus-per-task: 1, resources: [{type: core}]}}").unwrap_err();
+        assert!(e.contains("both use GPUs"), "{e}");
+    }
+}

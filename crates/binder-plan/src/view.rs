@@ -1,0 +1,85 @@
+//! A plan's rank as the launch, the node cache and the ledger see it
+//! ([`binder_core::view::TaskView`]).
+
+use binder_core::cpulist::hwloc_mask;
+use binder_core::view::{GpuView, TaskView};
+
+use crate::distribute::Plan;
+use crate::report::cpus_of;
+
+/// The view of local rank `rank` of `plan`, made from `shape`, with the rank's launch
+/// options.
+pub fn launch_view(plan: &Plan, shape: &crate::shape::Shape, rank: usize) -> TaskView {
+    TaskView {
+        openmp: shape.options_for(rank).openmp,
+        membind: shape.membind_for(rank),
+        ..task_view(plan, rank)
+    }
+}
+
+/// The view of local rank `rank` of `plan` (its launch options off).
+pub fn task_view(plan: &Plan, rank: usize) -> TaskView {
+    let task = &plan.tasks[rank];
+    TaskView {
+        unit: plan.unit_of(rank).unit.to_string(),
+        cpus: cpus_of(&task.cpuset),
+        places: task.units.iter().map(|u| u.pus.clone()).collect(),
+        gpus: task
+            .gpus
+            .iter()
+            .map(|&g| {
+                let gpu = &plan.gpus[g];
+                GpuView {
+                    number: gpu.number,
+                    busid: gpu.busid.clone(),
+                    vendor: gpu.vendor.to_string(),
+                    export: gpu.export.clone(),
+                }
+            })
+            .collect(),
+        nics: task
+            .nics
+            .iter()
+            .flat_map(|&i| plan.nics[i].names())
+            .collect(),
+        binding: crate::report::task_binding(plan, rank),
+        ge_env: plan
+            .ge
+            .as_ref()
+            .map_or_else(Vec::new, |g| ge_env(g, &cpus_of(&task.cpuset))),
+        apply: plan
+            .ge
+            .as_ref()
+            .is_none_or(|g| g.instance != crate::ge::Instance::Env),
+        openmp: false,
+        membind: false,
+    }
+}
+
+/// Grid Engine's variables (SEMANTICS §12): `GCS_BINDING` (the job's OS PU numbers, space
+/// separated) and `GCS_BINDING_INSTANCE` always; OCS's `SGE_BINDING_INSTANCE`,
+/// `SGE_BINDING_TOPOLOGY` and `SGE_BINDING_CPUSET` too; SGE 6.2u5's `SGE_BINDING` for
+/// `-binstance env`: this task's own CPUs, the ones it is to bind itself to.
+fn ge_env(summary: &crate::ge::Summary, mine: &[usize]) -> Vec<(String, String)> {
+    let list: Vec<String> = summary.job_cpus.iter().map(ToString::to_string).collect();
+    let list = list.join(" ");
+    let instance = summary.instance.name().to_owned();
+    let mut env = vec![
+        ("GCS_BINDING".to_owned(), list.clone()),
+        ("GCS_BINDING_INSTANCE".to_owned(), instance.clone()),
+        ("SGE_BINDING_INSTANCE".to_owned(), instance),
+        (
+            "SGE_BINDING_TOPOLOGY".to_owned(),
+            summary.job_topology.clone(),
+        ),
+        (
+            "SGE_BINDING_CPUSET".to_owned(),
+            hwloc_mask(&summary.job_cpus),
+        ),
+    ];
+    if summary.instance == crate::ge::Instance::Env {
+        let mine: Vec<String> = mine.iter().map(ToString::to_string).collect();
+        env.push(("SGE_BINDING".to_owned(), mine.join(" ")));
+    }
+    env
+}
