@@ -86,7 +86,7 @@ mdir() {
 forge() {
   local pid=$1 start=$2 cpus=$3 job=${4:-forged} gpus=${5:-[]}
   local d; d=$(mdir)
-  printf '%s' "{\"format\":2,\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
+  printf '%s' "{\"format\":7,\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
     as mallory sh -c 'umask 022; cat >"$1"' sh "$d/c.$pid.$start.0.forged$RANDOM"
 }
 # Both honest users' jobs, then the verdict lines.

@@ -238,7 +238,7 @@ fn own_dir(dir: &Path) -> PathBuf {
 /// A hand-written claim of `pid` on `cpu` (format 2).
 fn entry(pid: u32, start: u64, cpu: usize) -> String {
     serde_json::json!({
-        "format": 2, "job": "forged:1", "rank": 0, "size": 1, "pid": pid, "start": start,
+        "format": binder_core::ledger::FORMAT, "job": "forged:1", "rank": 0, "size": 1, "pid": pid, "start": start,
         "cpus": cpu.to_string(), "gpus": [], "pack": "fill", "unit": "core", "places": 1
     })
     .to_string()

@@ -197,7 +197,7 @@ fn node_report_on_a_synthetic_ledger() {
     files.push((
         1000,
         "c.101.500.0.torn".into(),
-        "{\"format\":2,\"job\"".into(),
+        format!("{{\"format\":{},\"job\"", ledger::FORMAT),
     ));
     let scan = scan(files, &procs);
     let users = |uid: u32| match uid {

@@ -50,8 +50,9 @@ use serde::{Deserialize, Serialize};
 use crate::view::Packing as Pack;
 use crate::view::TaskView;
 
-/// Format version of the cache files; bump it when [`Entry`] changes.
-const FORMAT: u32 = 6;
+/// Format version of the cache files: the one of everything binder persists
+/// ([`crate::view::FORMAT`]); bump that when [`Entry`] changes.
+use crate::view::FORMAT;
 /// The largest cache file read.
 const MAX_BYTES: u64 = 16 << 20;
 

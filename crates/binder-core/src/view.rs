@@ -2,7 +2,8 @@
 //! node cache and recorded by the node ledger, under one format version.
 
 /// The version of everything binder persists about a plan (cache entries, ledger plans
-/// and claims). A reader ignores another version's files rather than misread them.
+/// and claims): bump it when [`TaskView`], a cache entry or a ledger file changes. A
+/// reader ignores another version's files rather than misread them.
 pub const FORMAT: u32 = 7;
 
 /// What launching one task needs from the plan: small, serializable, and the same

@@ -45,8 +45,9 @@ use crate::view::TaskView;
 pub use store::Ledger;
 pub use verify::verify_claim;
 
-/// Format of plan and claim files; a file of another format counts for nothing.
-pub const FORMAT: u32 = 2;
+/// Format of plan and claim files: the one of everything binder persists
+/// ([`crate::view::FORMAT`]); a file of another format counts for nothing.
+pub use crate::view::FORMAT;
 
 /// How long after a job's plan was made its not-yet-started ranks keep their units from
 /// the same user's other jobs, and may still join it (launchers start a node's tasks
