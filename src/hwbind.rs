@@ -89,11 +89,7 @@ pub fn this_system(topology: &Topology) -> Result<(), LaunchError> {
     }
     let vars: Vec<String> = std::env::vars_os()
         .filter(|(k, _)| k.as_encoded_bytes().starts_with(b"HWLOC_"))
-        .filter(|(k, _)| {
-            !binder_plan::topology::PLUGIN_BLOCKLIST_VARS
-                .iter()
-                .any(|b| k == b)
-        })
+        .filter(|(k, _)| !crate::hwenv::PLUGIN_BLOCKLIST_VARS.iter().any(|b| k == b))
         .map(|(k, v)| {
             let var = format!("{}={}", k.to_string_lossy(), v.to_string_lossy());
             binder_core::text::printable(&var, 120)

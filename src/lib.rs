@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod hwbind;
+pub mod hwenv;
 mod run;
 
 pub use binder_core::{exit_code, FRONT_EXE, FULL_EXE};

@@ -289,7 +289,7 @@ pub fn run(
     }
     if let Action::Topology(reserve) = &config.action {
         if matches!(config.source, Source::GeString(_)) {
-            topology::block_libxml();
+            crate::hwenv::block_libxml();
         }
         let topology = topology::load(&config.source, false)?;
         let mut tree = topology.ge_tree();
@@ -359,9 +359,9 @@ pub fn run(
     // through the environment (process-wide, so never done by `load_topology` itself).
     let scrub = match config.source {
         Source::Host => {
-            topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+            crate::hwenv::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
         }
-        Source::GeString(_) => topology::block_libxml(),
+        Source::GeString(_) => crate::hwenv::block_libxml(),
         _ => Vec::new(),
     };
     let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;

@@ -11,7 +11,7 @@ use binder_core::ledger::{LedgerError, LiveJob, Scan};
 use binder_core::text::printable;
 use binder_core::view::TaskView;
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source, Topology};
+use binder_plan::topology::{Source, Topology};
 use binder_plan::{pack, report};
 
 /// Units of the launching job's own running ranks, which a re-plan of its other ranks
@@ -36,7 +36,7 @@ impl Avoid {
 /// allocation.
 pub(super) fn load(job: &Job<'_>, shape: &Shape) -> Result<Topology, Error> {
     let io = shape.needs_io() || job.config.gpus_per_task.is_some();
-    topology::block_unused_plugins(io);
+    crate::hwenv::block_unused_plugins(io);
     let mut t = binder_plan::load_topology(shape, &Source::Host, job.config.gpus_per_task)?;
     crate::hwbind::this_system(&t)?;
     t.set_gpu_grant(job.gpus.clone());

@@ -14,7 +14,7 @@ use binder_core::ledger::Scan;
 use binder_core::view::Packing;
 use binder_core::view::TaskView;
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Topology};
+use binder_plan::topology::Topology;
 
 /// The task's environment, and the variables to remove from it.
 type TaskEnv = (Vec<(String, String)>, Vec<&'static str>);
@@ -102,7 +102,7 @@ impl Planner for Full<'_> {
         // hwloc's plugin blocklist, set in binder's environment when a topology was
         // loaded, is kept from the task.
         let scrub = if self.topology.is_some() {
-            topology::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+            crate::hwenv::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
         } else {
             Vec::new()
         };

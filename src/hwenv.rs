@@ -1,0 +1,49 @@
+//! hwloc's process-wide switches, set through the environment before the first topology
+//! of the process is loaded: the CLI's alone (single-threaded, about to load), never the
+//! planning library's, which reads no environment.
+
+/// hwloc plugins binder never uses on a host: GPU runtimes (binder finds GPUs as PCI
+/// devices), OpenGL, and libxml (no XML is parsed when discovering the host).
+const UNUSED_PLUGINS: &str =
+    "hwloc_gl,hwloc_opencl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero,hwloc_xml_libxml";
+
+/// The environment variables through which hwloc reads its plugin blocklist (2.9 reads
+/// the old name; newer releases also the new one).
+pub const PLUGIN_BLOCKLIST_VARS: [&str; 2] = ["HWLOC_PLUGINS_BLACKLIST", "HWLOC_PLUGINS_BLOCKLIST"];
+
+/// Keeps hwloc from `dlopen`ing plugins binder never uses (OpenGL, OpenCL, libxml; PCI too
+/// when `io` is false), which costs milliseconds on every task of every job.
+///
+/// **Process-wide:** hwloc reads this list from the environment once, at the first
+/// topology of the process, so this sets environment variables. Only a single-threaded
+/// program about to load its first topology may call it: binder's CLI does
+/// (`run`); a plugin or binding that embeds the library should not (loading
+/// works the same without it, only slower). A user's own setting is left alone. Returns
+/// the variables it set, for the caller to remove from a child's environment.
+pub fn block_unused_plugins(io: bool) -> Vec<&'static str> {
+    let list = if io {
+        UNUSED_PLUGINS.to_owned()
+    } else {
+        format!("{UNUSED_PLUGINS},hwloc_pci")
+    };
+    let mut set = Vec::new();
+    for var in PLUGIN_BLOCKLIST_VARS {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, &list);
+            set.push(var);
+        }
+    }
+    set
+}
+
+/// Keeps hwloc from reading the XML binder builds from a Grid Engine string with libxml2,
+/// whose in-memory parser refuses documents of more than about 10 MB (a 12,256-PU string
+/// makes one); hwloc's own parser has no such limit. Process-wide, like
+/// [`block_unused_plugins`], and for the CLI alone. Returns the variable it set.
+pub fn block_libxml() -> Vec<&'static str> {
+    if std::env::var_os("HWLOC_LIBXML_IMPORT").is_some() {
+        return Vec::new();
+    }
+    std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
+    vec!["HWLOC_LIBXML_IMPORT"]
+}
