@@ -165,49 +165,12 @@ impl Cli {
     /// for anything else (any other flag, a repeated one, a value that is not a number, a
     /// subcommand's name, no `--`), which then goes to clap. A test checks the two agree.
     pub fn parse_launch_line(args: &[OsString]) -> Option<Cli> {
-        let dashes = args.iter().position(|a| a == "--")?;
-        let command = &args[dashes + 1..];
-        if command.is_empty() {
-            return None;
-        }
-        let (mut shape, mut local_rank, mut local_size, mut report) = (None, None, None, false);
-        let mut words = args.get(1..dashes)?.iter();
-        while let Some(word) = words.next() {
-            let text = word.to_str()?;
-            let (flag, inline) = match text.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
-                _ => (text, None),
-            };
-            match flag {
-                "--local-rank" | "--local-size" => {
-                    let value = match inline {
-                        Some(value) => value,
-                        None => words.next()?.to_str()?,
-                    };
-                    let n = value.parse::<usize>().ok()?;
-                    let slot = if flag == "--local-rank" {
-                        &mut local_rank
-                    } else {
-                        &mut local_size
-                    };
-                    if slot.replace(n).is_some() {
-                        return None;
-                    }
-                }
-                "--report" if inline.is_none() && !report => report = true,
-                _ if text.is_empty() || text.starts_with('-') => return None,
-                _ if shape.is_some() => return None,
-                _ => shape = Some(text),
-            }
-        }
-        let name = shape?;
-        if ["schema", "topology", "node", "explain", "generate"].contains(&name) {
-            return None;
-        }
+        let line = binder_core::launch::line::LaunchLine::parse(args)?;
+        let (local_rank, local_size, report) = (line.local_rank, line.local_size, line.report);
         Some(Cli {
             action: None,
-            shape: Some(PathBuf::from(name)),
-            command: command.to_vec(),
+            shape: Some(line.shape),
+            command: line.command,
             dry_run: false,
             local_rank,
             local_size,

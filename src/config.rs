@@ -147,17 +147,7 @@ impl Config {
                 "--cpuset-output-format is for the text form; JSON always has `cpus`, `cpulist` and `cpuset`".into(),
             ));
         }
-        let report = match report_env.map(|v| v.trim().to_ascii_lowercase()) {
-            None => false,
-            Some(v) if ["", "0", "no", "false", "off"].contains(&v.as_str()) => false,
-            Some(v) if ["1", "yes", "true", "on"].contains(&v.as_str()) => true,
-            Some(v) => {
-                return Err(Error::Usage(format!(
-                    "BINDER_REPORT={:?} is neither on (1, yes, true, on) nor off (0, no, false, off, empty)",
-                    binder_core::text::clip(&v, binder_core::text::QUOTE_MAX)
-                )))
-            }
-        };
+        let report = binder_core::launch::line::report_word(report_env).map_err(Error::Usage)?;
         if cli.local_size == Some(0) {
             return Err(Error::Usage("--local-size must be at least 1".into()));
         }

@@ -1,13 +1,8 @@
-//! The one error type of the command line: it wraps each stage's error and maps every kind of
-//! failure to its exit code in one place.
+//! The one error type of the command line: the warm launch's (`binder_core::Error`) and
+//! the planner's (`binder_plan::PlanError`), each kept whole, and the CLI's own. The exit
+//! code is mapped once, by binder-core's error, so both executables exit alike.
 
 use binder_core::exit_code;
-use binder_core::identity::IdentityError;
-use binder_core::launch::LaunchError;
-use binder_plan::distribute::DistributeError;
-use binder_plan::select::SelectError;
-use binder_plan::shape::ShapeError;
-use binder_plan::topology::TopologyError;
 use binder_plan::PlanError;
 
 /// Anything that stops binder.
@@ -16,64 +11,44 @@ pub enum Error {
     /// A bad command line that clap could not catch.
     #[error("{0}")]
     Usage(String),
-    /// Which task this is: the launcher's variables or the flags.
+    /// Identity, binding and exec, the node ledger (binder-core).
     #[error(transparent)]
-    Identity(#[from] IdentityError),
-    /// The shape file.
+    Core(#[from] binder_core::Error),
+    /// Shape, topology, selection, distribution, Grid Engine (binder-plan).
     #[error(transparent)]
-    Shape(#[from] ShapeError),
-    /// The topology.
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    /// Matching resources.
-    #[error(transparent)]
-    Select(#[from] SelectError),
-    /// Dealing units to tasks.
-    #[error(transparent)]
-    Distribute(#[from] DistributeError),
-    /// Identifying, binding or starting the task.
-    #[error(transparent)]
-    Launch(#[from] LaunchError),
-    #[error(transparent)]
-    /// A Grid Engine string, request or reservation.
-    Ge(#[from] binder_plan::ge::GeError),
-    /// The node ledger: its lock, or other jobs holding the units.
-    #[error(transparent)]
-    Ledger(#[from] binder_core::ledger::LedgerError),
+    Plan(#[from] PlanError),
     /// Writing the dry-run report.
     #[error("cannot write the report: {0}")]
     Output(#[source] std::io::Error),
-    /// The warm launch path ([`crate::warm`]) cannot go on without hwloc (a node cache
-    /// miss, other jobs to plan around, `--verbose`, `membind`, any refusal to explain):
-    /// the `binder` executable hands the launch to `binder-full`, having changed nothing.
-    /// Never shown to a user.
-    #[error("the warm launch path hands over to binder-full")]
-    HandOver,
 }
 
-/// A planning error keeps its stage's variant, so its message and exit code stay as the
-/// stage gave them.
-impl From<PlanError> for Error {
-    fn from(e: PlanError) -> Error {
-        match e {
-            PlanError::Usage(why) => Error::Usage(why),
-            PlanError::Shape(e) => Error::Shape(e),
-            PlanError::Topology(e) => Error::Topology(e),
-            PlanError::Select(e) => Error::Select(e),
-            PlanError::Distribute(e) => Error::Distribute(e),
-            PlanError::Ge(e) => Error::Ge(e),
+/// `?` on a stage's own error: into the crate error that wraps it.
+macro_rules! through {
+    ($($stage:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$stage> for Error {
+            fn from(e: $stage) -> Error {
+                Error::$variant(e.into())
+            }
         }
-    }
+    )*};
+}
+
+through! {
+    binder_core::identity::IdentityError => Core,
+    binder_core::launch::LaunchError => Core,
+    binder_core::ledger::LedgerError => Core,
+    binder_plan::shape::ShapeError => Plan,
+    binder_plan::topology::TopologyError => Plan,
+    binder_plan::select::SelectError => Plan,
+    binder_plan::distribute::DistributeError => Plan,
+    binder_plan::ge::GeError => Plan,
 }
 
 impl Error {
     /// The exit status for this error (see [`binder_core::exit_code`]).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Launch(LaunchError::NotFound { .. } | LaunchError::NoInterpreter { .. }) => {
-                exit_code::NOT_FOUND
-            }
-            Error::Launch(LaunchError::NotExecutable { .. }) => exit_code::NOT_EXECUTABLE,
+            Error::Core(e) => e.exit_code(),
             _ => exit_code::REFUSED,
         }
     }

@@ -18,4 +18,4 @@ mod run;
 
 pub use binder_core::{exit_code, FRONT_EXE, FULL_EXE};
 pub use error::Error;
-pub use run::{run, warm};
+pub use run::run;

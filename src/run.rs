@@ -6,28 +6,16 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use binder_core::view::Packing;
-use binder_core::{cache, identity, launch, ledger};
+use binder_core::cache::launch as cache;
+use binder_core::launch::ledgered::{Job, Stopped};
+use binder_core::launch::line::{job_text, Requests};
+use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
 use binder_plan::topology::{self, Source};
 use binder_plan::{fill_ge_topology, load_topology, plan};
 use binder_plan::{ge, report};
 
-mod around;
-mod planner;
-mod shared;
-
-/// What a launch plans, for the ledger's path. The parsed shape is the planner's
-/// (`shared::Full`): the `binder` executable's warm path does not parse it.
-struct Job<'a> {
-    config: &'a Config,
-    origin: &'a str,
-    /// The shape's bytes and every request that changes the plan (the cache key's text).
-    text: &'a str,
-    identity: &'a identity::Identity,
-    /// The GPUs the job's allocation grants (SEMANTICS §9).
-    gpus: binder_plan::gpu::Grant,
-}
+mod ledgered;
 
 /// `binder node`: this host's topology and the ledger, verified.
 fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
@@ -60,70 +48,8 @@ fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(),
     out.write_all(text.as_bytes()).map_err(Error::Output)
 }
 
-/// Whether `BINDER_CACHE_TRACE=1` asks for the cache's decisions on stderr.
-fn tracing() -> bool {
-    std::env::var("BINDER_CACHE_TRACE").is_ok_and(|v| v == "1")
-}
-
-/// The node cache and this launch's key, or `None` when the cache is off or cannot key
-/// this host. `--verbose` and `membind` need the hwloc topology itself, so they skip it.
-fn node_cache(
-    config: &Config,
-    membind: bool,
-    text: &str,
-    size: usize,
-    err: &mut impl Write,
-) -> Option<(cache::Cache, cache::Key)> {
-    if config.verbose || membind {
-        return None;
-    }
-    cache::Cache::open(&|k| std::env::var(k).ok())
-        .and_then(|c| Ok((c, cache::Key::for_host(text, size, config.gpus_per_task)?)))
-        .map_err(|why| {
-            if tracing() {
-                binder_core::text::emit(err, &format!("cache off: {why}"));
-            }
-        })
-        .ok()
-}
-
-/// The cached views for the key and the shape's packing policy, if any.
-fn cache_lookup(
-    (c, key): &(cache::Cache, cache::Key),
-    err: &mut impl Write,
-) -> Option<(Vec<binder_core::view::TaskView>, Packing)> {
-    match c.lookup(key) {
-        Ok(hit) => {
-            if tracing() {
-                binder_core::text::emit(err, &format!("cache hit: {}", c.dir().display()));
-            }
-            Some(hit)
-        }
-        Err(why) => {
-            if tracing() {
-                binder_core::text::emit(err, &format!("cache miss: {why}"));
-            }
-            None
-        }
-    }
-}
-
-/// Stores a fresh plan's views.
-fn cache_store(
-    (c, key): &(cache::Cache, cache::Key),
-    views: Vec<binder_core::view::TaskView>,
-    shape: &Shape,
-    err: &mut impl Write,
-) {
-    let stored = c.store(key, views, shape.options.pack.unwrap_or_default().into());
-    if tracing() {
-        let what = stored.map_or_else(|e| e, |()| c.dir().display().to_string());
-        binder_core::text::emit(err, &format!("cache store: {what}"));
-    }
-}
-
 /// A launch's options: the rank's own from its view, the rest from the command line.
-fn launch_options<'a>(
+pub(crate) fn launch_options<'a>(
     config: &Config,
     view: &binder_core::view::TaskView,
     command: &'a [std::ffi::OsString],
@@ -138,38 +64,6 @@ fn launch_options<'a>(
         scrub,
         started_on: None,
     }
-}
-
-/// Binds as this rank's cached view says and execs the command (the ledger off); returns
-/// only on failure.
-fn run_cached(
-    config: &Config,
-    views: &[binder_core::view::TaskView],
-    identity: &identity::Identity,
-    command: &[std::ffi::OsString],
-    err: &mut impl Write,
-) -> Error {
-    let view = &views[identity.rank];
-    let options = launch_options(config, view, command, &[]);
-    launch::run_cached(view, identity, &options, err).into()
-}
-
-/// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
-/// `--ge` alone), every request of the command line that changes the plan, and the site
-/// file's bytes. Unparsed, so that both executables compute it alike and the warm path
-/// parses no YAML; it names the same inputs the parsed shape is made of.
-fn job_text(
-    config: &Config,
-    shape: &str,
-    site: Option<&(String, String)>,
-    env: &dyn identity::Env,
-) -> String {
-    let site = site.map_or("", |(_, text)| text.as_str());
-    let gpus = binder_plan::gpu::Grant::env_text(&|k| env.var(k));
-    format!(
-        "{shape}\n#ge:{:?}\n#reserve:{:?}\n#pack:{:?}\n#share:{}\n#gpu-ids:{:?}\n#gpus-env:{gpus}\n#site:{site}",
-        config.ge, config.reserve, config.pack, config.share, config.gpu_ids
-    )
 }
 
 /// The shape file's bytes and where they came from (`--ge` alone: no file).
@@ -217,63 +111,6 @@ fn job_shape(
     Ok(shape)
 }
 
-/// The `binder` executable's launch: [`run`]'s launch path as far as it goes without
-/// hwloc and without parsing the shape, for the executable that is linked without
-/// libhwloc (so that a warm launch does not pay for loading it). It binds from the node
-/// cache or a plan the job's first task recorded in the ledger and execs, never
-/// returning; it returns the error that stopped the launch, or [`Error::HandOver`] —
-/// having changed nothing — for everything that needs the topology or the parsed shape (a
-/// cache miss, other jobs to plan around, `--verbose`, `membind`), for anything but a
-/// launch on this host, and for a ledger that cannot be trusted. Then `binder-full` runs
-/// the whole command line again.
-pub fn warm(config: &Config, env: &dyn identity::Env, err: &mut impl Write) -> Error {
-    let Action::Launch(command) = &config.action else {
-        return Error::HandOver;
-    };
-    if config.source != Source::Host || config.verbose {
-        return Error::HandOver;
-    }
-    let identity = match identity::identify(config.local_rank, config.local_size, env) {
-        Ok(identity) => identity,
-        Err(e) => return e.into(),
-    };
-    let (origin, text) = match shape_text(config).and_then(|(origin, shape)| {
-        let site = ge::reserve::site_text(&|k| env.var(k))?;
-        Ok((origin, job_text(config, &shape, site.as_ref(), env)))
-    }) {
-        Ok(job) => job,
-        // binder-full says what is wrong with the shape or the site file.
-        Err(_) => return Error::HandOver,
-    };
-    match ledger::Ledger::open(&|k| env.var(k)) {
-        Ok(ledger) => {
-            let job = Job {
-                config,
-                origin: &origin,
-                text: &text,
-                identity: &identity,
-                gpus: binder_plan::gpu::Grant::from_env(&|k| env.var(k)),
-            };
-            match shared::launch(&ledger, &job, env, command, &mut planner::Warm, err) {
-                shared::Stopped::Error(e) => e,
-                // binder-full says why, or refuses under BINDER_LEDGER=require.
-                shared::Stopped::Uncoordinated(_) => Error::HandOver,
-            }
-        }
-        Err(why) if why.starts_with("BINDER_LEDGER=") => {
-            let cache = node_cache(config, false, &text, identity.size, err);
-            match cache.and_then(|pair| cache_lookup(&pair, err)) {
-                Some((views, _)) if !views[identity.rank].membind => {
-                    run_cached(config, &views, &identity, command, err)
-                }
-                _ => Error::HandOver,
-            }
-        }
-        // binder-full says why, once per node.
-        Err(_) => Error::HandOver,
-    }
-}
-
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
 /// `err`. A launch that succeeds never returns (the process became the task).
 pub fn run(
@@ -305,7 +142,15 @@ pub fn run(
     let (origin, shape_bytes) = shape_text(config)?;
     let site = ge::reserve::site_text(&|k| env.var(k))?;
     let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
-    let text = job_text(config, &shape_bytes, site.as_ref(), env);
+    let requests = Requests {
+        ge: config.ge.clone(),
+        reserve: config.reserve.clone(),
+        pack: config.pack.map(|p| format!("{p:?}")),
+        share: config.share,
+        gpu_ids: config.gpu_ids.map(|g| format!("{g:?}")),
+    };
+    let site_bytes = site.as_ref().map(|(_, text)| text.as_str());
+    let text = job_text(&shape_bytes, &requests, site_bytes, &|k| env.var(k));
     let grant = binder_plan::gpu::Grant::from_env(&|k| env.var(k))
         .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
     if let Action::Launch(command) = &config.action {
@@ -315,16 +160,16 @@ pub fn run(
         let why = match ledger::Ledger::open(&|k| env.var(k)) {
             Ok(ledger) => {
                 let job = Job {
-                    config,
                     origin: &origin,
                     text: &text,
                     identity: &identity,
-                    gpus: grant.clone(),
+                    gpus_per_task: config.gpus_per_task,
+                    verbose: config.verbose,
                 };
-                let mut planner = planner::Full::new(&shape);
-                match shared::launch(&ledger, &job, env, command, &mut planner, err) {
-                    shared::Stopped::Error(e) => return Err(e),
-                    shared::Stopped::Uncoordinated(why) => Some(why),
+                let grant = grant.clone();
+                match ledgered::launch(&ledger, &job, config, &shape, grant, env, command, err) {
+                    Stopped::Error(e) => return Err(e),
+                    Stopped::Uncoordinated(why) => Some(why),
                 }
             }
             Err(why) if why.starts_with("BINDER_LEDGER=") => None,
@@ -344,15 +189,18 @@ pub fn run(
     }
     let membind = shape.membind_for(identity.rank);
     // Launches on the host may bind from the node cache (see `cache`): no discovery.
+    let get = |k: &str| env.var(k);
     let cache = match &config.action {
-        Action::Launch(_) if config.source == Source::Host => {
-            node_cache(config, membind, &text, identity.size, err)
+        Action::Launch(_) if config.source == Source::Host && !config.verbose && !membind => {
+            cache::open(&get, &text, identity.size, config.gpus_per_task, err)
         }
         _ => None,
     };
     if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
-        if let Some((views, _)) = cache_lookup(pair, err) {
-            return Err(run_cached(config, &views, &identity, command, err));
+        if let Some((views, _)) = cache::lookup(pair, &get, err) {
+            let view = &views[identity.rank];
+            let options = launch_options(config, view, command, &[]);
+            return Err(launch::run_cached(view, &identity, &options, err).into());
         }
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
@@ -389,10 +237,9 @@ pub fn run(
         config.gpus_per_task,
     )?;
     if let Some(pair) = &cache {
-        let views = (0..plan.tasks.len())
-            .map(|r| binder_plan::view::launch_view(&plan, &shape, r))
-            .collect();
-        cache_store(pair, views, &shape, err);
+        let views = binder_plan::around::views(&plan, &shape);
+        let pack = shape.options.pack.unwrap_or_default().into();
+        cache::store(pair, views, pack, &get, err);
     }
     match &config.action {
         Action::Launch(command) => {

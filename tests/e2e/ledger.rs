@@ -70,7 +70,7 @@ pub fn two_jobs_then_a_third(
         }
     }
     cmd.envs(env.iter().copied())
-        .env("BIN", env!("CARGO_BIN_EXE_binder"))
+        .env("BIN", crate::common::binder_exe())
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
         .env("BINDER_SITE_FILE", "/nonexistent")
         .current_dir(common::root());
@@ -347,7 +347,7 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
                     "none",
                     "-np",
                     "32",
-                    env!("CARGO_BIN_EXE_binder"),
+                    crate::common::binder_exe(),
                     "shapes/bind-none.yaml",
                     "--",
                     "sh",

@@ -55,7 +55,7 @@ fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
 
 /// Runs `launcher_args… binder SHAPE -- sh -c PROBE` and checks every rank's report.
 fn check(launcher: &mut Command) {
-    let bin = env!("CARGO_BIN_EXE_binder");
+    let bin = common::binder_exe();
     launcher
         .current_dir(root())
         .args([bin, SHAPE, "--", "sh", "-c", PROBE]);
@@ -138,7 +138,7 @@ fn per_rank_rules_under_mpirun() {
         .unwrap()
         .trim()
         .to_owned();
-    let bin = env!("CARGO_BIN_EXE_binder");
+    let bin = common::binder_exe();
     let mut launcher = mpirun();
     launcher
         .args(["--bind-to", "none", "-np", &tasks.to_string()])
@@ -183,7 +183,7 @@ fn exit_status_through_mpirun() {
     if !available("mpirun") {
         return;
     }
-    let bin = env!("CARGO_BIN_EXE_binder");
+    let bin = common::binder_exe();
     let status = mpirun()
         .current_dir(root())
         .args([
@@ -288,7 +288,7 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
     if !available("mpiexec.hydra") {
         return;
     }
-    let bin = env!("CARGO_BIN_EXE_binder");
+    let bin = common::binder_exe();
     let (mut lines, mut garbled) = (0, Vec::new());
     for _ in 0..20 {
         let mut cmd = Command::new("mpiexec.hydra");

@@ -88,7 +88,7 @@ fn launch(dir: &Path, prefix: &[&str], args: &[&str]) -> (String, String) {
         prefix
             .first()
             .copied()
-            .unwrap_or(env!("CARGO_BIN_EXE_binder")),
+            .unwrap_or(crate::common::binder_exe()),
     );
     if !prefix.is_empty() {
         cmd.args(&prefix[1..]).arg(bin.get_program());

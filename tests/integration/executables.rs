@@ -1,40 +1,10 @@
-//! binder is two executables (see src/main.rs): `binder`, linked without libhwloc, binds
-//! warm launches itself and hands everything else to `binder-full` beside it.
+//! binder is two executables: `binder` (binder-core's, linked without libhwloc; its own
+//! tests are in crates/binder-core/tests) binds warm launches itself and hands everything
+//! else to `binder-full` beside it.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::{binder, has, prerequisite, root, run};
-
-/// The shared libraries an executable names (`DT_NEEDED`), as `readelf -d` prints them.
-fn needed(exe: &str) -> Vec<String> {
-    let out = Command::new("readelf").args(["-d", exe]).output().unwrap();
-    assert!(out.status.success(), "readelf -d {exe}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("(NEEDED)"))
-        .filter_map(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_owned()))
-        .collect()
-}
-
-/// The point of the split: a warm launch does not load libhwloc (nor libudev, libm).
-#[test]
-fn binder_is_linked_without_libhwloc() {
-    if !prerequisite(has("readelf"), "readelf (binutils)") {
-        return;
-    }
-    let front = needed(env!("CARGO_BIN_EXE_binder"));
-    let full = needed(env!("CARGO_BIN_EXE_binder-full"));
-    assert!(front.iter().any(|l| l.starts_with("libc.so")), "{front:?}");
-    for lib in ["libhwloc", "libudev", "libm."] {
-        assert!(
-            !front.iter().any(|l| l.starts_with(lib)),
-            "binder needs {lib}: {front:?}"
-        );
-    }
-    assert!(full.iter().any(|l| l.starts_with("libhwloc")), "{full:?}");
-}
+use crate::common::{binder, root};
 
 /// A warm launch is bound by `binder` itself; a cold one, and everything that is not a
 /// launch, goes through `binder-full`, with the same result as running it directly.
@@ -76,28 +46,6 @@ fn warm_launches_stay_in_binder_and_the_rest_is_handed_over() {
         assert_eq!(through.stdout, direct.stdout, "{args:?}");
         assert_eq!(through.stderr, direct.stderr, "{args:?}");
     }
-}
-
-/// `binder` without `binder-full` beside it says so, on one line, and exits 125.
-#[test]
-fn binder_without_binder_full_says_what_to_install() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("binder-alone-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let alone = dir.join("binder");
-    std::fs::copy(env!("CARGO_BIN_EXE_binder"), &alone).unwrap();
-    let out = run(
-        Command::new(&alone)
-            .args(["--dry-run", "shapes/cores-packed.yaml"])
-            .current_dir(root()),
-        125,
-    );
-    let err = String::from_utf8(out.stderr).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("binder: cannot run ") && err.contains("binder-full installed beside it"),
-        "{err}"
-    );
 }
 
 /// The warm path parses no shape: a rank's `openmp` reaches it in the cached view, and a

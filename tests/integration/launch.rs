@@ -136,7 +136,7 @@ fn membind_local_binds_memory_to_the_tasks_numa_nodes() {
 fn bind_none_keeps_the_inherited_affinity() {
     let out = run(
         Command::new("taskset")
-            .args(["-c", "0", env!("CARGO_BIN_EXE_binder"), "shapes/bind-none.yaml", "--"])
+            .args(["-c", "0", crate::common::binder_exe(), "shapes/bind-none.yaml", "--"])
             .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status; echo unit=$BINDER_UNIT cpus=${BINDER_CPUS-unset}"])
             .current_dir(crate::common::root()),
         SUCCESS,
@@ -188,7 +188,7 @@ fn verbose_under_bind_none_says_the_binding_is_kept() {
             .args([
                 "-c",
                 "0",
-                env!("CARGO_BIN_EXE_binder"),
+                crate::common::binder_exe(),
                 "-v",
                 "shapes/bind-none.yaml",
                 "--",
@@ -244,7 +244,7 @@ fn report_and_verbose_lines() {
             .args([
                 "-c",
                 "0",
-                env!("CARGO_BIN_EXE_binder"),
+                crate::common::binder_exe(),
                 "--report",
                 "--verbose",
                 "shapes/cores-packed.yaml",
@@ -450,7 +450,7 @@ fn the_task_starts_with_default_signal_dispositions() {
             "-c",
             &format!(
                 "{} -n --local-size 64 --synthetic 'pack:64 core:64 pu:1' shapes/cores-packed.yaml | head -c1 >/dev/null; echo ${{PIPESTATUS:-}}$?",
-                env!("CARGO_BIN_EXE_binder")
+                crate::common::binder_exe()
             ),
         ])
         .current_dir(crate::common::root())

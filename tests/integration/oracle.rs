@@ -46,7 +46,7 @@ fn catalog_agrees_with_hwloc_calc() {
     let out = Command::new(python)
         .current_dir(root())
         .arg("tests/oracle/sweep.py")
-        .arg(env!("CARGO_BIN_EXE_binder"))
+        .arg(crate::common::binder_exe())
         .arg(&shared)
         .args([
             "--topologies",

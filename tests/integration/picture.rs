@@ -94,7 +94,7 @@ fn map_is_coloured_only_on_a_terminal() {
     }
     let line = format!(
         "{} -n --format map --local-size 2 --synthetic 'pack:1 core:2 pu:1' shapes/cores-packed.yaml",
-        env!("CARGO_BIN_EXE_binder")
+        crate::common::binder_exe()
     );
     let tty = |no_color: bool| {
         let mut cmd = std::process::Command::new("script");

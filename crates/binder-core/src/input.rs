@@ -7,6 +7,9 @@
 use std::io::Read;
 use std::path::Path;
 
+/// The largest shape file read: a shape is a few lines of YAML.
+pub const MAX_SHAPE_BYTES: usize = 64 * 1024;
+
 /// Why a file could not be read, as the end of a message ("cannot read X: ...").
 pub type Why = String;
 

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod cpulist;
+pub mod error;
 pub mod exit_code;
 pub mod identity;
 pub mod input;
@@ -15,6 +16,8 @@ pub mod ledger;
 pub mod procfs;
 pub mod text;
 pub mod view;
+
+pub use error::Error;
 
 /// The executable users type: a launch line's warm path, linked without libhwloc.
 pub const FRONT_EXE: &str = "binder";

@@ -14,6 +14,7 @@
 //! `binder-core`'s; the command line and the driver are the `binder` crate's.
 #![warn(missing_docs)]
 
+pub mod around;
 pub mod distribute;
 pub mod error;
 pub mod explain;

@@ -8,7 +8,10 @@
 
 pub mod affinity;
 pub mod env;
+pub mod ledgered;
+pub mod line;
 pub mod omp;
+pub mod warm;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -1,8 +1,7 @@
 //! The shape stage's error type.
 
-/// The largest shape file binder reads (64 KiB): the catalog's are under 1 KiB, and a cap
-/// keeps `/dev/zero` or a runaway generator from costing time and memory.
-pub const MAX_SHAPE_BYTES: usize = 64 * 1024;
+/// The largest shape file read (binder-core's, so the warm path reads the same).
+pub use binder_core::input::MAX_SHAPE_BYTES;
 
 /// A shape file that cannot be read or does not follow the format.
 #[derive(Debug, thiserror::Error)]

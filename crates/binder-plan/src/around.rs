@@ -1,76 +1,127 @@
-//! `binder-full`'s planning for the node ledger: a job's plan on an empty node (from the
-//! node cache when it has it), or around what other jobs hold (SEMANTICS §13), and the
-//! refusal that names them when too little is left.
+//! Planning for the node ledger with this host's hwloc topology ([`HostPlanner`]): a
+//! job's plan on an empty node (from the node cache when it has it), or around what other
+//! jobs hold (SEMANTICS §13), and the refusal that names them when too little is left.
+//! `binder-full` and the SPANK plugin both plan through it, for
+//! `binder_core::launch::ledgered`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use super::{cache_lookup, cache_store, node_cache, Job};
-use crate::error::Error;
+use crate::error::PlanError;
+use crate::gpu::Grant;
+use crate::shape::Shape;
+use crate::topology::Topology;
+use crate::{pack, report};
+use binder_core::cache::launch as cache;
+use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
+use binder_core::launch::LaunchError;
 use binder_core::ledger::{LedgerError, LiveJob, Scan};
 use binder_core::text::printable;
 use binder_core::view::TaskView;
-use binder_plan::shape::Shape;
-use binder_plan::topology::{Source, Topology};
-use binder_plan::{pack, report};
 
-/// Units of the launching job's own running ranks, which a re-plan of its other ranks
-/// must leave to them.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Avoid {
-    /// Their CPUs.
-    pub cpus: Vec<usize>,
-    /// Their GPUs (bus ids).
-    pub gpus: Vec<String>,
+/// Loads this host's topology for a launch (the caller's: it may trim hwloc's plugins
+/// and must refuse a topology that is not this system's, `HWLOC_XMLFILE` and the like).
+pub type Loader<'a, E> = Box<dyn FnMut(&Shape) -> Result<Topology, E> + 'a>;
+
+/// The ledger's planner with the hwloc topology: the parsed shape, the node cache, else
+/// this host's topology, loaded once and kept for the binding ([`HostPlanner::topology`]).
+pub struct HostPlanner<'a, E> {
+    shape: &'a Shape,
+    grant: Grant,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    load: Loader<'a, E>,
+    /// The topology, once planning loaded it.
+    pub topology: Option<Topology>,
 }
 
-impl Avoid {
-    /// Whether there is nothing to avoid.
-    pub fn is_empty(&self) -> bool {
-        self.cpus.is_empty() && self.gpus.is_empty()
+impl<'a, E> HostPlanner<'a, E> {
+    /// A planner for `shape`, with the GPUs the job's allocation grants; `env` is the
+    /// node cache's environment (`BINDER_CACHE*`).
+    pub fn new(
+        shape: &'a Shape,
+        grant: Grant,
+        env: &'a dyn Fn(&str) -> Option<String>,
+        load: Loader<'a, E>,
+    ) -> Self {
+        HostPlanner {
+            shape,
+            grant,
+            env,
+            load,
+            topology: None,
+        }
+    }
+
+    /// The topology with the job's GPU allocation.
+    fn load(&mut self) -> Result<Topology, E> {
+        let mut t = (self.load)(self.shape)?;
+        t.set_gpu_grant(self.grant.clone());
+        Ok(t)
     }
 }
 
-/// This host's topology, with hwloc's unused plugins blocked first (the CLI is
-/// single-threaded, so it may set that in its own environment), and the job's GPU
-/// allocation.
-pub(super) fn load(job: &Job<'_>, shape: &Shape) -> Result<Topology, Error> {
-    let io = shape.needs_io() || job.config.gpus_per_task.is_some();
-    crate::hwenv::block_unused_plugins(io);
-    let mut t = binder_plan::load_topology(shape, &Source::Host, job.config.gpus_per_task)?;
-    crate::hwbind::this_system(&t)?;
-    t.set_gpu_grant(job.gpus.clone());
-    Ok(t)
+impl<E> Planner for HostPlanner<'_, E>
+where
+    E: From<PlanError> + From<LedgerError> + From<LaunchError>,
+{
+    type Error = E;
+
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, E> {
+        let pack = self.shape.options.pack.unwrap_or_default();
+        let views = self.plain_views(job, err)?;
+        Ok((views, pack.into()))
+    }
+
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        scan: &Scan,
+        avoid: &Avoid,
+        err: &mut impl Write,
+    ) -> Result<Planned, E> {
+        let pack = self.shape.options.pack.unwrap_or_default();
+        let mut t = self.load()?;
+        let views = around::<E>(job, self.shape, &self.grant, scan, avoid, &mut t, err)?;
+        self.topology = Some(t);
+        Ok((views, pack.into()))
+    }
+
+    fn shares(&self) -> bool {
+        self.shape.options.share
+    }
+}
+
+impl<E: From<PlanError>> HostPlanner<'_, E> {
+    /// The plan when no other job holds anything: from the node cache when it has it
+    /// (never for `--verbose` or `membind`, which need the topology itself).
+    fn plain_views(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, E> {
+        let (identity, shape) = (job.identity, self.shape);
+        let cache = (!job.verbose && !shape.membind_for(identity.rank))
+            .then(|| cache::open(self.env, job.text, identity.size, job.gpus_per_task, err))
+            .flatten();
+        if let Some((views, _)) = cache
+            .as_ref()
+            .and_then(|pair| cache::lookup(pair, self.env, err))
+        {
+            return Ok(views);
+        }
+        let t = self.load()?;
+        let plan = crate::plan(shape, job.origin, &t, identity.size, job.gpus_per_task)?;
+        let views = views(&plan, shape);
+        if let Some(pair) = &cache {
+            let pack = shape.options.pack.unwrap_or_default().into();
+            cache::store(pair, views.clone(), pack, self.env, err);
+        }
+        self.topology = Some(t);
+        Ok(views)
+    }
 }
 
 /// Every rank's view of `plan`.
-fn views(plan: &binder_plan::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
+pub fn views(plan: &crate::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
     (0..plan.tasks.len())
-        .map(|r| binder_plan::view::launch_view(plan, shape, r))
+        .map(|r| crate::view::launch_view(plan, shape, r))
         .collect()
-}
-
-/// The plan when no other job holds anything: from the node cache when it has it.
-pub(super) fn plain(
-    job: &Job<'_>,
-    shape: &Shape,
-    topology: &mut Option<Topology>,
-    err: &mut impl Write,
-) -> Result<Vec<TaskView>, Error> {
-    let (config, identity) = (job.config, job.identity);
-    let membind = shape.membind_for(job.identity.rank);
-    let cache = node_cache(config, membind, job.text, identity.size, err);
-    if let Some((views, _)) = cache.as_ref().and_then(|pair| cache_lookup(pair, err)) {
-        return Ok(views);
-    }
-    let t = load(job, shape)?;
-    let plan = binder_plan::plan(shape, job.origin, &t, identity.size, config.gpus_per_task)?;
-    let views = views(&plan, shape);
-    if let Some(pair) = &cache {
-        cache_store(pair, views.clone(), shape, err);
-    }
-    *topology = Some(t);
-    Ok(views)
 }
 
 /// The CPUs held on `t`: every holder's (an exclusive job's widened to whole
@@ -81,11 +132,11 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
     let held = scan
         .holders
         .iter()
-        .map(|h| binder_plan::node::held_pus(t, h.claim.pack.into(), &h.cpus))
+        .map(|h| crate::node::held_pus(t, h.claim.pack.into(), &h.cpus))
         .chain(
             scan.reserved
                 .iter()
-                .map(|r| binder_plan::node::held_pus(t, r.pack.into(), &r.cpus)),
+                .map(|r| crate::node::held_pus(t, r.pack.into(), &r.cpus)),
         )
         .chain(std::iter::once(avoid.cpus.clone()));
     for cpus in held {
@@ -100,32 +151,30 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
 /// plan that binds no CPU (`bind: none`) does not look at CPUs held; a sharing shape
 /// goes to the least loaded units when too few are free; otherwise a refusal names the
 /// jobs in the way.
-pub(super) fn around(
+fn around<E: From<PlanError> + From<LedgerError>>(
     job: &Job<'_>,
     shape: &Shape,
+    grant: &Grant,
     scan: &Scan,
     avoid: &Avoid,
-    topology: &mut Option<Topology>,
+    t: &mut Topology,
     err: &mut impl Write,
-) -> Result<Vec<TaskView>, Error> {
-    let (config, identity) = (job.config, job.identity);
-    let mut t = load(job, shape)?;
-    let (size, gpus) = (identity.size, config.gpus_per_task);
+) -> Result<Vec<TaskView>, E> {
+    let identity = job.identity;
+    let (size, gpus) = (identity.size, job.gpus_per_task);
     let mut held_gpus: BTreeSet<String> = scan.gpus().into_iter().collect();
     held_gpus.extend(avoid.gpus.iter().cloned());
-    t.set_gpu_grant(job.gpus.clone().holding(held_gpus.into_iter().collect()));
-    if let Ok(plan) = binder_plan::plan(shape, job.origin, &t, size, gpus) {
+    t.set_gpu_grant(grant.clone().holding(held_gpus.into_iter().collect()));
+    if let Ok(plan) = crate::plan(shape, job.origin, t, size, gpus) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
-            let views = views(&plan, shape);
-            *topology = Some(t);
-            return Ok(views);
+            return Ok(views(&plan, shape));
         }
     }
-    let loads = loads(&t, scan, avoid);
+    let loads = loads(t, scan, avoid);
     let held: Vec<usize> = loads.keys().copied().collect();
-    let plan = match pack::plan_around(shape, job.origin, &t, size, gpus, &held) {
+    let plan = match pack::plan_around(shape, job.origin, t, size, gpus, &held) {
         Ok(plan) => {
-            if config.verbose {
+            if job.verbose {
                 binder_core::text::emit(
                     err,
                     &format!(
@@ -141,19 +190,17 @@ pub(super) fn around(
         }
         Err(refusal) => {
             // Would it fit on an empty node? Then the other jobs are why.
-            t.set_gpu_grant(job.gpus.clone());
-            let Ok(alone) = binder_plan::plan(shape, job.origin, &t, size, gpus) else {
+            t.set_gpu_grant(grant.clone());
+            let Ok(alone) = crate::plan(shape, job.origin, t, size, gpus) else {
                 return Err(refusal.into());
             };
             if !shape.options.share {
-                return Err(occupied(&refusal.into(), &alone, scan, &t, job.origin).into());
+                return Err(occupied(&refusal, &alone, scan, t, job.origin).into());
             }
-            shared(job, shape, &t, &loads, err).unwrap_or(alone)
+            shared(job, shape, t, &loads, err).unwrap_or(alone)
         }
     };
-    let views = views(&plan, shape);
-    *topology = Some(t);
-    Ok(views)
+    Ok(views(&plan, shape))
 }
 
 /// A sharing job's plan when too few units are free: around the units held by more than
@@ -165,7 +212,7 @@ fn shared(
     t: &Topology,
     loads: &BTreeMap<usize, usize>,
     err: &mut impl Write,
-) -> Option<binder_plan::distribute::Plan> {
+) -> Option<crate::distribute::Plan> {
     let levels: BTreeSet<usize> = loads.values().copied().collect();
     for k in levels {
         let skip: Vec<usize> = loads
@@ -178,11 +225,11 @@ fn shared(
             job.origin,
             t,
             job.identity.size,
-            job.config.gpus_per_task,
+            job.gpus_per_task,
             &skip,
         );
         if let Ok(plan) = planned {
-            if job.config.verbose {
+            if job.verbose {
                 binder_core::text::emit(
                     err,
                     &format!("too few free units: shares units held by at most {k} other task(s) (share)"),
@@ -215,8 +262,8 @@ const MAX_NAMED: usize = 4;
 
 /// The refusal that names the jobs holding what the plan would have used.
 fn occupied(
-    refusal: &Error,
-    alone: &binder_plan::distribute::Plan,
+    refusal: &PlanError,
+    alone: &crate::distribute::Plan,
     scan: &Scan,
     topology: &Topology,
     origin: &str,
@@ -233,7 +280,7 @@ fn occupied(
     let mut in_way: Vec<(bool, &LiveJob<'_>, Vec<usize>)> = jobs
         .iter()
         .filter_map(|j| {
-            let held = binder_plan::node::held_pus(topology, j.pack.into(), &j.cpus());
+            let held = crate::node::held_pus(topology, j.pack.into(), &j.cpus());
             let on_node = held.iter().any(|&p| allowed.is_set(p)) || !j.gpus().is_empty();
             on_node.then(|| (!held.iter().any(|p| wanted.contains(p)), j, held))
         })
@@ -257,7 +304,7 @@ fn occupied(
     // The planner's own words, without its advice (the advice here is to wait or share);
     // with every PU held there is nothing to plan on at all.
     let what = match refusal {
-        Error::Topology(_) => "every allowed PU is held".to_owned(),
+        PlanError::Topology(_) => "every allowed PU is held".to_owned(),
         other => {
             let text = other.to_string();
             text.split("; ").next().unwrap_or(&text).to_owned()

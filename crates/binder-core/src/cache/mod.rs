@@ -37,8 +37,10 @@
 //! renamed, so a reader sees a whole file or none; an unreadable, foreign or corrupt
 //! file is a miss and is rewritten. `BINDER_CACHE=off` turns the cache off.
 //!
-//! Only binder's CLI uses this module, for launches on the host without `--verbose` or
-//! `membind` (both need the hwloc topology itself).
+//! Launches on the host use it (through [`launch`]) without `--verbose` or `membind`,
+//! both of which need the hwloc topology itself.
+
+pub mod launch;
 
 use std::fs;
 use std::io::{Read, Write};

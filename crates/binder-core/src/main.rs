@@ -2,10 +2,11 @@
 //!
 //! Every task of every job pays this executable's start, and the dynamic loader's work for
 //! libhwloc and what it pulls in (libudev, libm) was a fifth of a whole `taskset -c 0 true`.
-//! So this executable reaches no hwloc call and is linked without libhwloc (the linker's
-//! `--as-needed` drops it; a test reads the ELF to keep it so). A plain launch line
-//! (`binder SHAPE -- CMD`) binds from the node cache or from the plan the job's first task
-//! recorded in the node ledger, and execs the task ([`binder::warm`]). Everything else —
+//! So this executable lives in binder-core, which depends on no hwloc, YAML or clap: it
+//! is linked without libhwloc by construction (a test reads the ELF all the same). A
+//! plain launch line (`binder SHAPE -- CMD`, [`LaunchLine`]) binds from the node cache
+//! or from the plan the job's first task recorded in the node ledger, and execs the task
+//! ([`binder_core::launch::warm`]). Everything else —
 //! other commands and flags, a cache miss, other jobs to plan around — is handed, with the
 //! same arguments and environment and nothing changed, to `binder-full`, which is
 //! installed beside this executable.
@@ -20,9 +21,11 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 
-use binder::FULL_EXE as FULL;
-use binder::{cli::Cli, config::Config, exit_code, Error};
+use binder_core::exit_code;
 use binder_core::identity::ProcessEnv;
+use binder_core::launch::line::{report_word, LaunchLine};
+use binder_core::launch::warm::warm;
+use binder_core::{Error, FULL_EXE as FULL};
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]
@@ -32,10 +35,15 @@ pub extern "C" fn main(
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if let Some(cli) = Cli::parse_launch_line(&args) {
-        let report_env = std::env::var("BINDER_REPORT").ok();
-        if let Ok(config) = Config::from_cli(cli, report_env.as_deref()) {
-            match binder::warm(&config, &ProcessEnv, &mut std::io::stderr()) {
+    if let Some(line) = LaunchLine::parse(&args).filter(|l| l.local_size != Some(0)) {
+        // A bad BINDER_REPORT word is binder-full's to refuse.
+        if let Ok(report) = report_word(std::env::var("BINDER_REPORT").ok().as_deref()) {
+            match warm(
+                &line,
+                line.report || report,
+                &ProcessEnv,
+                &mut std::io::stderr(),
+            ) {
                 Error::HandOver => {
                     if std::env::var_os("BINDER_CACHE_TRACE").is_some_and(|v| v == "1") {
                         binder_core::text::emit(

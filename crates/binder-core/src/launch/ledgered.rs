@@ -8,68 +8,155 @@
 //! Binding happens *before* the claim is written, so a reader finds this PID bound as its
 //! claim says (a claim whose task is not bound inside it counts for nothing).
 //!
-//! The flow is shared by the two executables through [`Planner`] (`super::planner`).
+//! Every launcher shares this flow through [`Planner`], which makes a plan when the
+//! ledger has none: the `binder` executable's from the node cache only (`super::warm`),
+//! `binder-full`'s and the SPANK plugin's with hwloc (`binder_plan::around`). Binding
+//! with the topology (`membind`, `--verbose`) and exec are the caller's, after [`claim`].
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::around::Avoid;
-use super::planner::Planner;
-use super::Job;
-use crate::error::Error;
-use binder_core::identity::job::{job_of, JobId};
-use binder_core::identity::Env;
-use binder_core::launch;
-use binder_core::ledger::store::Own;
-use binder_core::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
-use binder_core::procfs::{Procs, RealOnce};
-use binder_core::view::Packing;
-use binder_core::view::TaskView;
+use super::LaunchError;
+use crate::identity::job::{job_of, JobId};
+use crate::identity::{Env, Identity};
+use crate::ledger::store::{Guard, Own};
+use crate::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
+use crate::procfs::{Procs, RealOnce};
+use crate::view::Packing;
+use crate::view::TaskView;
+
+/// What a launch plans: the ledger's key and this task.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    /// Where the shape came from (a path, `--ge`), for messages.
+    pub origin: &'a str,
+    /// The text the plan is keyed by ([`super::line::job_text`]).
+    pub text: &'a str,
+    /// Which task of how many this is.
+    pub identity: &'a Identity,
+    /// `--gpus-per-task`, which changes the plan.
+    pub gpus_per_task: Option<usize>,
+    /// `--verbose`: say on stderr what the ledger decided.
+    pub verbose: bool,
+}
+
+/// Units of the launching job's own running ranks, which a re-plan of its other ranks
+/// must leave to them.
+#[derive(Debug, Clone, Default)]
+pub struct Avoid {
+    /// Their CPUs.
+    pub cpus: Vec<usize>,
+    /// Their GPUs (bus ids).
+    pub gpus: Vec<String>,
+}
+
+impl Avoid {
+    /// Whether there is nothing to avoid.
+    pub fn is_empty(&self) -> bool {
+        self.cpus.is_empty() && self.gpus.is_empty()
+    }
+}
+
+/// A new job's plan: every rank's view, and the packing policy recorded with the job.
+pub type Planned = (Vec<TaskView>, Packing);
+
+/// What the ledger's flow cannot read from the ledger: a plan when this job has none
+/// yet. A planner may answer an error that means "not here" (the warm path's hand-over)
+/// before anything was changed: the flow takes back what it did.
+pub trait Planner {
+    /// The planner's refusal.
+    type Error: From<LedgerError> + From<LaunchError>;
+    /// The plan when no other job holds anything.
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Self::Error>;
+    /// The plan around what `scan` holds and `avoid` (this job's own running ranks).
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        scan: &Scan,
+        avoid: &Avoid,
+        err: &mut impl Write,
+    ) -> Result<Planned, Self::Error>;
+    /// Whether the job may share units with other jobs (`--share`, `options.share`).
+    fn shares(&self) -> bool;
+}
 
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
 /// How long a task waits for a later task that overlaps it to move or confirm.
 const SETTLE: Duration = Duration::from_millis(100);
 
-/// How a ledgered launch ended without exec'ing.
-pub(super) enum Stopped {
-    /// binder's own refusal (or exec's failure, or [`Error::HandOver`]).
-    Error(Error),
+/// How a ledgered launch stopped before its task could run.
+#[derive(Debug)]
+pub enum Stopped<E> {
+    /// The planner's refusal, or the ledger's under `BINDER_LEDGER=require`.
+    Error(E),
     /// The ledger could not coordinate this launch (why): the caller runs the task
     /// without it, with a warning, unless `BINDER_LEDGER=require`.
     Uncoordinated(String),
 }
 
-impl From<Error> for Stopped {
-    fn from(e: Error) -> Stopped {
-        Stopped::Error(e)
+/// This task's place in the ledger: bound to its view's CPUs and claimed, under the
+/// ledger's lock until it is dropped. The caller binds with the topology when it needs
+/// to, sets the task's environment (with [`Claimed::job`] as `BINDER_JOB`) and execs;
+/// when the task cannot run after all, [`Claimed::undo`] takes the claim and the binding
+/// back.
+#[derive(Debug)]
+pub struct Claimed<'a> {
+    /// This rank's view.
+    pub view: TaskView,
+    /// The job's id in the ledger.
+    pub job: JobId,
+    ledger: &'a Ledger,
+    _guard: Guard,
+    me: (u32, u64),
+    claimed: Option<String>,
+    original: Option<Vec<usize>>,
+}
+
+impl Claimed<'_> {
+    /// The affinity this process had before the flow bound it (OS numbers), when it did.
+    pub fn started_on(&self) -> Option<&[usize]> {
+        self.original.as_deref()
+    }
+
+    /// Takes back the claim and gives the process its affinity back.
+    pub fn undo(self) {
+        undo(self.ledger, self.me, self.claimed, self.original);
     }
 }
 
-/// Runs the launch; returns only on failure (the process became the task otherwise).
-pub(super) fn launch(
-    ledger: &Ledger,
+/// Takes back what a launch that does not run left: its claim and its binding.
+fn undo(ledger: &Ledger, me: (u32, u64), claimed: Option<String>, original: Option<Vec<usize>>) {
+    if let Some(name) = claimed {
+        ledger.withdraw(&name, me.0, me.1);
+    }
+    if let Some(original) = original {
+        let _ = super::affinity::bind_cpus_raw(&original);
+    }
+}
+
+/// Under the ledger's lock, joins or makes this job's plan, binds this process to its
+/// rank's CPUs and claims them, settled against every other user's claims.
+pub fn claim<'l, P: Planner>(
+    ledger: &'l Ledger,
     job: &Job<'_>,
     env: &dyn Env,
-    command: &[OsString],
-    planner: &mut impl Planner,
+    planner: &mut P,
     err: &mut impl Write,
-) -> Stopped {
+) -> Result<Claimed<'l>, Stopped<P::Error>> {
     let procs = RealOnce::new();
     let me = procs.me();
     let Some(my_start) = procs.stat(me).map(|s| s.start) else {
-        return Stopped::Uncoordinated("cannot read /proc/self/stat".into());
+        return Err(Stopped::Uncoordinated("cannot read /proc/self/stat".into()));
     };
-    let guard = match ledger.lock() {
-        Ok(guard) => guard,
-        Err(e) => return Stopped::Uncoordinated(e.to_string()),
-    };
+    let guard = ledger
+        .lock()
+        .map_err(|e| Stopped::Uncoordinated(e.to_string()))?;
     let mut flow = Flow {
         ledger,
         key: format!(
             "{}\n#size:{}\n#gpus:{:?}",
-            job.text, job.identity.size, job.config.gpus_per_task
+            job.text, job.identity.size, job.gpus_per_task
         ),
         job,
         procs: &procs,
@@ -77,22 +164,22 @@ pub(super) fn launch(
         claimed: None,
         original: None,
     };
-    let result = flow.run(env, planner, err);
-    let stopped = match result {
-        Ok((view, id)) => match planner.prepare(job, &view, command, flow.original.as_deref(), err)
-        {
-            Ok((mut task_env, scrub)) => {
-                task_env.push(("BINDER_JOB".into(), id.to_string()));
-                drop(guard);
-                return Stopped::Error(launch::exec(command, &task_env, &scrub).into());
-            }
-            Err(e) => Stopped::Error(e),
-        },
-        Err(stopped) => stopped,
-    };
-    // Nothing runs: take the claim back, and give a handed-over launch its affinity back.
-    flow.undo();
-    stopped
+    match flow.run(env, planner, err) {
+        Ok((view, id)) => Ok(Claimed {
+            view,
+            job: id,
+            ledger,
+            _guard: guard,
+            me: flow.me,
+            claimed: flow.claimed.take(),
+            original: flow.original.take(),
+        }),
+        Err(stopped) => {
+            // Nothing runs: take the claim back, and the affinity.
+            undo(ledger, flow.me, flow.claimed.take(), flow.original.take());
+            Err(stopped)
+        }
+    }
 }
 
 /// One launch's state through the ledger.
@@ -112,14 +199,14 @@ struct Flow<'a, 'j> {
 
 impl Flow<'_, '_> {
     /// Plans or joins, binds, claims and settles; this task's view and job id.
-    fn run(
+    fn run<P: Planner>(
         &mut self,
         env: &dyn Env,
-        planner: &mut impl Planner,
+        planner: &mut P,
         err: &mut impl Write,
-    ) -> Result<(TaskView, JobId), Stopped> {
+    ) -> Result<(TaskView, JobId), Stopped<P::Error>> {
         let (job, ledger) = (self.job, self.ledger);
-        let (config, identity) = (job.config, job.identity);
+        let identity = job.identity;
         let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
         let key = &self.key;
         let base = job_of(identity, env, self.procs);
@@ -160,8 +247,8 @@ impl Flow<'_, '_> {
             let claim = Claim::of(&id, identity.rank, identity.size, raw.pack, &view);
             share |= raw.share;
             if share || !scan.overlaps(&claim.cpus, &claim.gpus) {
-                if config.verbose {
-                    binder_core::text::emit(
+                if job.verbose {
+                    crate::text::emit(
                         err,
                         &format!(
                             "job {id}: joins the plan its first task recorded in {}",
@@ -209,14 +296,14 @@ impl Flow<'_, '_> {
     }
 
     /// What other jobs hold now (this user's other jobs, and every other user's).
-    fn scan(
+    fn scan<E: From<LedgerError>>(
         &self,
         own: &Own,
         part: &str,
         now: u64,
         hz: u64,
         err: &mut impl Write,
-    ) -> Result<Scan, Stopped> {
+    ) -> Result<Scan, Stopped<E>> {
         let mut scan = Scan::default();
         self.ledger
             .scan_own(own, Some(part), self.procs, now, hz, &mut scan);
@@ -226,7 +313,7 @@ impl Flow<'_, '_> {
                 return Err(Stopped::Error(LedgerError::Required(why.clone()).into()));
             }
             if self.job.identity.rank == 0 {
-                binder_core::text::emit(
+                crate::text::emit(
                     err,
                     &format!(
                         "warning: node ledger read in part ({why}); planning around what was read"
@@ -240,16 +327,16 @@ impl Flow<'_, '_> {
     /// A fresh plan for job `id` (this rank's view) around what `scan` holds and this
     /// job's own running ranks, recorded for the job's other ranks.
     #[allow(clippy::too_many_arguments)]
-    fn plan(
+    fn plan<P: Planner>(
         &self,
         id: &JobId,
         own: &Own,
         scan: &Scan,
-        planner: &mut impl Planner,
+        planner: &mut P,
         now: u64,
         hz: u64,
         err: &mut impl Write,
-    ) -> Result<(TaskView, Packing), Stopped> {
+    ) -> Result<(TaskView, Packing), Stopped<P::Error>> {
         let part = id.file_part();
         let mut mine = Scan::default();
         if own.alive(&part) {
@@ -262,9 +349,11 @@ impl Flow<'_, '_> {
             gpus: mine.gpus(),
         };
         let (tasks, pack) = if scan.is_empty() && avoid.is_empty() {
-            planner.plain(self.job, err)?
+            planner.plain(self.job, err).map_err(Stopped::Error)?
         } else {
-            planner.around(self.job, scan, &avoid, err)?
+            planner
+                .around(self.job, scan, &avoid, err)
+                .map_err(Stopped::Error)?
         };
         let rank = self.job.identity.rank;
         let view = tasks
@@ -291,13 +380,12 @@ impl Flow<'_, '_> {
 
     /// Binds this process to the view's CPUs (the affinity before is kept, to give it
     /// back if the launch is handed over).
-    fn bind(&mut self, view: &TaskView) -> Result<(), Stopped> {
+    fn bind<E: From<LaunchError>>(&mut self, view: &TaskView) -> Result<(), Stopped<E>> {
         if view.is_bound() && view.apply {
             if self.original.is_none() {
-                self.original = Some(binder_core::launch::affinity::current_raw());
+                self.original = Some(super::affinity::current_raw());
             }
-            binder_core::launch::affinity::bind_cpus_raw(&view.cpus)
-                .map_err(|e| Stopped::Error(e.into()))?;
+            super::affinity::bind_cpus_raw(&view.cpus).map_err(|e| Stopped::Error(e.into()))?;
         }
         Ok(())
     }
@@ -316,16 +404,6 @@ impl Flow<'_, '_> {
                 Verdict::Wait if Instant::now() >= until => return None,
                 Verdict::Wait => std::thread::sleep(Duration::from_millis(1)),
             }
-        }
-    }
-
-    /// Takes back what a launch that does not run left: its claim and its binding.
-    fn undo(&mut self) {
-        if let Some(name) = self.claimed.take() {
-            self.ledger.withdraw(&name, self.me.0, self.me.1);
-        }
-        if let Some(original) = self.original.take() {
-            let _ = binder_core::launch::affinity::bind_cpus_raw(&original);
         }
     }
 }

@@ -1,0 +1,253 @@
+//! A plain launch line read without clap, and the text a job's plan is keyed by.
+//!
+//! The `binder` executable answers `binder SHAPE [--local-rank N] [--local-size N]
+//! [--report] -- CMD` itself ([`LaunchLine::parse`]); any other line (another flag, a
+//! subcommand, `--help`) is `None` and goes to `binder-full`, whose clap parser gives the
+//! same line the same meaning (a test in the `binder` crate compares the two).
+//!
+//! [`job_text`] is what the node cache and the node ledger key a plan by. Both
+//! executables compute it here, from the unparsed shape bytes, so that a job whose ranks
+//! start in either one agrees on its key, and the warm path parses no YAML.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// The subcommands, which are never a shape file's name on the warm path.
+pub const SUBCOMMANDS: [&str; 5] = ["schema", "topology", "node", "explain", "generate"];
+
+/// Every variable that can change which GPUs a job gets (SEMANTICS §9): the node cache
+/// and the ledger key a plan on their values.
+pub const GPU_GRANT_VARS: [&str; 7] = [
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ZE_AFFINITY_MASK",
+    "SLURM_STEP_GPUS",
+    "SLURM_JOB_GPUS",
+];
+
+/// A plain launch line: the only one the warm path answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchLine {
+    /// The shape file.
+    pub shape: PathBuf,
+    /// `--local-rank`.
+    pub local_rank: Option<usize>,
+    /// `--local-size`.
+    pub local_size: Option<usize>,
+    /// `--report`.
+    pub report: bool,
+    /// The command after `--`, never empty.
+    pub command: Vec<OsString>,
+}
+
+impl LaunchLine {
+    /// The plain launch line `args` (with `args[0]` the program) is, or `None` for
+    /// anything else: a repeated or unknown flag, a subcommand, a missing shape or
+    /// command, a value that is not a number, a word that is not UTF-8.
+    pub fn parse(args: &[OsString]) -> Option<LaunchLine> {
+        let dashes = args.iter().position(|a| a == "--")?;
+        let command = &args[dashes + 1..];
+        if command.is_empty() {
+            return None;
+        }
+        let (mut shape, mut local_rank, mut local_size, mut report) = (None, None, None, false);
+        let mut words = args.get(1..dashes)?.iter();
+        while let Some(word) = words.next() {
+            let text = word.to_str()?;
+            let (flag, inline) = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
+                _ => (text, None),
+            };
+            match flag {
+                "--local-rank" | "--local-size" => {
+                    let value = match inline {
+                        Some(value) => value,
+                        None => words.next()?.to_str()?,
+                    };
+                    let n = value.parse::<usize>().ok()?;
+                    let slot = if flag == "--local-rank" {
+                        &mut local_rank
+                    } else {
+                        &mut local_size
+                    };
+                    if slot.replace(n).is_some() {
+                        return None;
+                    }
+                }
+                "--report" if inline.is_none() && !report => report = true,
+                _ if text.is_empty() || text.starts_with('-') => return None,
+                _ if shape.is_some() => return None,
+                _ => shape = Some(text),
+            }
+        }
+        let name = shape?;
+        if SUBCOMMANDS.contains(&name) {
+            return None;
+        }
+        Some(LaunchLine {
+            shape: PathBuf::from(name),
+            local_rank,
+            local_size,
+            report,
+            command: command.to_vec(),
+        })
+    }
+}
+
+/// `BINDER_REPORT`'s value as on or off; `Err` says what is wrong with it.
+pub fn report_word(value: Option<&str>) -> Result<bool, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(v) if ["", "0", "no", "false", "off"].contains(&v.as_str()) => Ok(false),
+        Some(v) if ["1", "yes", "true", "on"].contains(&v.as_str()) => Ok(true),
+        Some(v) => Err(format!(
+            "BINDER_REPORT={:?} is neither on (1, yes, true, on) nor off (0, no, false, off, empty)",
+            crate::text::clip(&v, crate::text::QUOTE_MAX)
+        )),
+    }
+}
+
+/// The command line's requests that change a plan, as text (none on a plain launch
+/// line: [`Requests::default`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// `--ge`.
+    pub ge: Option<String>,
+    /// `--reserve` entries.
+    pub reserve: Vec<String>,
+    /// `--pack`, by name.
+    pub pack: Option<String>,
+    /// `--share`.
+    pub share: bool,
+    /// `--gpu-ids`, by name.
+    pub gpu_ids: Option<String>,
+}
+
+/// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
+/// `--ge` alone), every request of the command line that changes the plan, the GPU
+/// variables the job inherits and the site file's bytes.
+pub fn job_text(
+    shape: &str,
+    requests: &Requests,
+    site: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
+    let gpus: String = GPU_GRANT_VARS
+        .iter()
+        .filter_map(|n| env(n).map(|v| format!("{n}={v};")))
+        .collect();
+    let Requests {
+        ge,
+        reserve,
+        pack,
+        share,
+        gpu_ids,
+    } = requests;
+    format!(
+        "{shape}\n#ge:{ge:?}\n#reserve:{reserve:?}\n#pack:{pack:?}\n#share:{share}\n#gpu-ids:{gpu_ids:?}\n#gpus-env:{gpus}\n#site:{}",
+        site.unwrap_or("")
+    )
+}
+
+/// The site file's path (`BINDER_SITE_FILE`, else `/etc/binder/site.yaml`) and bytes,
+/// unparsed; `None` when there is none. `Err` says why it cannot be read.
+pub fn site_text(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, String)>, (String, String)> {
+    let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
+    if !std::path::Path::new(&path).exists() {
+        return Ok(None);
+    }
+    // Size checked before reading; a FIFO or device (`/dev/zero`) is refused unread.
+    let bytes = crate::input::read_bounded(std::path::Path::new(&path), MAX_SITE_BYTES)
+        .map_err(|why| (path.clone(), format!("cannot read the site file: {why}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| (path.clone(), "the site file is not UTF-8 text".to_owned()))?;
+    Ok(Some((path, text)))
+}
+
+/// Where the site's reservation lives (SEMANTICS §12): one file, read by every binder on
+/// the node.
+pub const SITE_FILE: &str = "/etc/binder/site.yaml";
+
+/// The largest site file read.
+const MAX_SITE_BYTES: usize = 64 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_plain_line_is_read() {
+        let line = LaunchLine::parse(&os(&[
+            "binder",
+            "--local-rank=1",
+            "s.yaml",
+            "--local-size",
+            "4",
+            "--report",
+            "--",
+            "a",
+            "--",
+            "b",
+        ]))
+        .expect("plain");
+        assert_eq!(line.shape, PathBuf::from("s.yaml"));
+        assert_eq!(
+            (line.local_rank, line.local_size, line.report),
+            (Some(1), Some(4), true)
+        );
+        assert_eq!(line.command, os(&["a", "--", "b"]));
+    }
+
+    #[test]
+    fn anything_else_is_none() {
+        for line in [
+            &["binder", "-n", "s.yaml", "--", "a"][..],
+            &["binder", "s.yaml", "--report=1", "--", "a"],
+            &["binder", "--local-rank", "x", "s.yaml", "--", "a"],
+            &["binder", "node", "--", "a"],
+            &["binder", "s.yaml", "--"],
+            &["binder", "s.yaml"],
+        ] {
+            assert_eq!(LaunchLine::parse(&os(line)), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn report_words() {
+        assert_eq!(report_word(None), Ok(false));
+        assert_eq!(report_word(Some(" Yes ")), Ok(true));
+        assert_eq!(report_word(Some("")), Ok(false));
+        assert!(report_word(Some("maybe"))
+            .unwrap_err()
+            .contains("\"maybe\""));
+    }
+
+    #[test]
+    fn the_key_changes_with_every_input() {
+        let none = |_: &str| None;
+        let base = job_text("s", &Requests::default(), None, &none);
+        let with_gpus = job_text("s", &Requests::default(), None, &|k: &str| {
+            (k == "SLURM_JOB_GPUS").then(|| "0".to_owned())
+        });
+        let shared = Requests {
+            share: true,
+            ..Requests::default()
+        };
+        for other in [
+            job_text("t", &Requests::default(), None, &none),
+            job_text("s", &shared, None, &none),
+            job_text("s", &Requests::default(), Some("reserve: []"), &none),
+            with_gpus,
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+}

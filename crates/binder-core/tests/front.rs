@@ -1,0 +1,71 @@
+//! The `binder` executable on its own: what it links and what it says without
+//! `binder-full` beside it. (Its launches are tested with `binder-full` by the workspace's
+//! integration tests, which find it beside `binder-full`; this test also makes
+//! `cargo test` build it.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FRONT: &str = env!("CARGO_BIN_EXE_binder");
+
+/// The repository root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared libraries an executable names (`DT_NEEDED`), as `readelf -d` prints them;
+/// `None` without readelf (a failure under `CI=true`, a printed skip elsewhere).
+fn needed(exe: &str) -> Option<Vec<String>> {
+    let Ok(out) = Command::new("readelf").args(["-d", exe]).output() else {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "readelf (binutils) is missing under CI=true"
+        );
+        eprintln!("SKIPPED: readelf (binutils) is missing");
+        return None;
+    };
+    assert!(out.status.success(), "readelf -d {exe}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    Some(
+        text.lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .filter_map(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_owned()))
+            .collect(),
+    )
+}
+
+/// The point of the split: a warm launch does not load libhwloc (nor libudev, libm).
+/// binder-core depends on no hwloc, so this holds by construction; the ELF says so.
+#[test]
+fn binder_is_linked_without_libhwloc() {
+    let Some(front) = needed(FRONT) else { return };
+    assert!(front.iter().any(|l| l.starts_with("libc.so")), "{front:?}");
+    for lib in ["libhwloc", "libudev", "libm."] {
+        assert!(
+            !front.iter().any(|l| l.starts_with(lib)),
+            "binder needs {lib}: {front:?}"
+        );
+    }
+}
+
+/// `binder` without `binder-full` beside it says so, on one line, and exits 125.
+#[test]
+fn binder_without_binder_full_says_what_to_install() {
+    let dir = std::env::temp_dir().join(format!("binder-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let alone = dir.join("binder");
+    std::fs::copy(FRONT, &alone).unwrap();
+    let out = Command::new(&alone)
+        .args(["--dry-run", "shapes/cores-packed.yaml"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("binder: cannot run ") && err.contains("binder-full installed beside it"),
+        "{err}"
+    );
+}
