@@ -63,6 +63,7 @@ pub(crate) fn launch_options<'a>(
         verbose: config.verbose,
         scrub,
         started_on: None,
+        inherited: &launch::process_env,
     }
 }
 
@@ -95,11 +96,7 @@ fn job_shape(
     if let Some(request) = &config.ge {
         shape.options.ge = Some(request.clone());
     }
-    // The site's reservation comes first; the shape's adds to it (SEMANTICS §12).
-    if let Some((path, text)) = site {
-        let site = ge::reserve::parse_site(path, text)?;
-        shape.options.reserve.splice(0..0, site);
-    }
+    ge::reserve::add_site(&mut shape, site)?;
     shape.options.reserve.extend(config.reserve.iter().cloned());
     if config.pack.is_some() {
         shape.options.pack = config.pack;

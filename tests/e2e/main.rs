@@ -9,9 +9,10 @@
 mod common;
 mod hostile;
 mod ledger;
+mod spank;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use binder::exit_code::SUCCESS;
@@ -223,10 +224,14 @@ impl Slurm {
         }
         let dir = std::env::temp_dir().join(format!("binder-slurm-{}", std::process::id()));
         let script = root().join("tests/e2e/slurm.sh");
+        // binder's SPANK plugin, built beside the executables by the workspace's build.
+        let spank = Path::new(common::binder_exe()).with_file_name("libbinder_spank.so");
+        assert!(spank.is_file(), "{} is not built", spank.display());
         let out = Command::new("bash")
             .arg(&script)
             .arg("start")
             .arg(&dir)
+            .env("BINDER_SPANK", &spank)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -279,6 +284,7 @@ fn slurm_srun() {
         "slurm:",
         &[("SLURM_CONF", &slurm.conf)],
     );
+    spank::srun_binder(&slurm.conf);
 }
 
 /// 8 ranks sharing one stderr, 20 times, with `-v --report`: every line binder writes is

@@ -3,6 +3,7 @@
 # Slurm cluster on localhost for binder's end-to-end tests: munged, slurmctld and slurmd,
 # all confined to DIR (own socket, ports, spool and state), run as root. Task binding by
 # Slurm is off (TaskPlugin=task/none), so what the tests see is binder's binding.
+# With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin.
 # Prints `export SLURM_CONF=...` on success.
 set -euo pipefail
 cmd=$1; dir=$2
@@ -44,9 +45,16 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmctldTimeout=30
 SlurmdTimeout=30
+PlugStackConfig=$dir/plugstack.conf
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
+  # binder's SPANK plugin, when the caller built it (BINDER_SPANK=path/libbinder_spank.so).
+  if [ -n "${BINDER_SPANK:-}" ]; then
+    echo "required $BINDER_SPANK" >"$dir/plugstack.conf"
+  else
+    : >"$dir/plugstack.conf"
+  fi
   # slurmd 22.05 insists on a cgroup mount even with proctrack/linuxproc and task/none.
   # A booted machine has one; a bare chroot does not, so mount this process's cgroup v1
   # hierarchies (or cgroup2 on a unified host) for the duration of the test.

@@ -313,6 +313,7 @@ fn launch_child() {
         verbose: false,
         scrub: &[],
         started_on: None,
+        inherited: &binder_core::launch::process_env,
     };
     let view = binder_plan::view::launch_view(&plan, &shape, 1);
     let err = binder::hwbind::run(

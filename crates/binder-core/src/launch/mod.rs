@@ -78,7 +78,6 @@ pub enum LaunchError {
 }
 
 /// What the launch needs besides the plan.
-#[derive(Debug)]
 pub struct Options<'a> {
     /// The command and its arguments.
     pub command: &'a [OsString],
@@ -96,6 +95,15 @@ pub struct Options<'a> {
     /// The affinity binder started with, when the node ledger bound the process before
     /// (OS numbers); `None`: read it now.
     pub started_on: Option<&'a [usize]>,
+    /// The environment the task inherits (its OpenMP variables are read, and kept or
+    /// replaced): this process's ([`process_env`]) for the executables, the job's as
+    /// Slurm hands it over for the SPANK plugin.
+    pub inherited: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// This process's environment, as [`Options::inherited`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// A launch without a topology: the kernel's `sched_setaffinity` binds (read back
@@ -124,8 +132,7 @@ pub fn finish(
     if options.report {
         emit(stderr, &format!("{} {}", identity.label(), view.binding));
     }
-    let get = |name: &str| std::env::var(name).ok();
-    let task_env = env::task_env(view, identity, options.openmp, &get);
+    let task_env = env::task_env(view, identity, options.openmp, options.inherited);
     if options.verbose {
         for note in &task_env.notes {
             emit(stderr, note);

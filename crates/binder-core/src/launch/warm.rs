@@ -58,6 +58,7 @@ fn options<'a>(line: &'a LaunchLine, report: bool, view: &TaskView) -> Options<'
         verbose: false,
         scrub: &[],
         started_on: None,
+        inherited: &super::process_env,
     }
 }
 

@@ -10,7 +10,7 @@ use super::GeError;
 
 /// Where the site's reservation lives: a YAML file with `reserve: [ENTRY, ...]`, read by
 /// every binder on the node. `BINDER_SITE_FILE` points elsewhere (tests, modules).
-pub const SITE_FILE: &str = "/etc/binder/site.yaml";
+pub use binder_core::launch::line::SITE_FILE;
 
 /// The site file's contents.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -40,27 +40,26 @@ pub fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
     Ok(site.reserve)
 }
 
+/// Puts the site file's reservation (`site`: its path and bytes, from
+/// [`site_text`]) before the shape's own: the site's comes first, the shape's adds to it
+/// (SEMANTICS §12).
+pub fn add_site(
+    shape: &mut crate::shape::Shape,
+    site: Option<&(String, String)>,
+) -> Result<(), GeError> {
+    if let Some((path, text)) = site {
+        let site = parse_site(path, text)?;
+        shape.options.reserve.splice(0..0, site);
+    }
+    Ok(())
+}
+
 /// The site file's path and bytes, unparsed (`None` when there is none): the node cache
 /// and the ledger key a plan by them, and a warm launch does not parse YAML.
 pub fn site_text(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<(String, String)>, GeError> {
-    let path = env("BINDER_SITE_FILE").unwrap_or_else(|| SITE_FILE.to_owned());
-    if !std::path::Path::new(&path).exists() {
-        return Ok(None);
-    }
-    // Size checked before reading; a FIFO or device (`/dev/zero`) is refused unread.
-    let bytes = binder_core::input::read_bounded(std::path::Path::new(&path), 64 * 1024).map_err(
-        |why| GeError::Reserve {
-            what: path.clone(),
-            why: format!("cannot read the site file: {why}"),
-        },
-    )?;
-    let text = String::from_utf8(bytes).map_err(|_| GeError::Reserve {
-        what: path.clone(),
-        why: "the site file is not UTF-8 text".into(),
-    })?;
-    Ok(Some((path, text)))
+    binder_core::launch::line::site_text(env).map_err(|(what, why)| GeError::Reserve { what, why })
 }
 
 /// The letter of a location's type, spelt as in shapes (`package`/`socket`, `l3`, ...).

@@ -1,0 +1,334 @@
+//! binder as a Slurm SPANK plugin: `srun --binder=SHAPE ./app` binds each task inside
+//! slurmstepd, before exec, with the same planner, node ledger and task environment as
+//! `srun binder SHAPE -- ./app`, and without the two extra execs per task.
+//!
+//! ```text
+//! # plugstack.conf (Slurm 22.05)
+//! required /usr/lib/x86_64-linux-gnu/binder/libbinder_spank.so default=cores-packed catalog=/usr/share/binder/shapes
+//! ```
+//!
+//! * Options: `--binder=SHAPE` (a path, relative to the job's working directory, or a
+//!   catalog name looked up in `catalog=DIR`), `--binder-report`, `--binder-verbose`.
+//!   Arguments: `default=SHAPE` binds every step that gives no `--binder`;
+//!   `catalog=DIR` (default `/usr/share/binder/shapes`).
+//! * `slurm_spank_task_init` runs in the task's own process, as the user, after Slurm's
+//!   task plugin and before exec: binding this process binds the task (so binder's
+//!   binding wins over the task plugin's default one). Identity comes from SPANK items
+//!   (`S_TASK_ID`, `S_JOB_LOCAL_TASK_COUNT`, `S_JOB_ID`, `S_JOB_STEPID`, `S_JOB_NODEID`),
+//!   the environment from `spank_getenv`, and the task's variables go out through
+//!   `spank_setenv`.
+//! * A refusal writes binder's one `binder:` line to the task's stderr and ends the task
+//!   with exit status 125 before exec, whether the plugstack line says `required` or
+//!   `optional` (which only decides whether a plugin that fails to *load* fails the
+//!   job): nothing runs unbound.
+//!
+//! The FFI is a small hand-kept module ([`ffi`]) rather than `bindgen`; its doc says why,
+//! and a test checks it against the installed `spank.h`.
+#![warn(missing_docs)]
+
+pub mod ffi;
+pub mod task;
+
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use ffi::{Spank, SpankOption, ESPANK_SUCCESS};
+
+/// The plugin's name, as Slurm lists it (`plugin_name`).
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static plugin_name: [u8; 7] = *b"binder\0";
+/// `plugin_type`: a SPANK plugin.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static plugin_type: [u8; 6] = *b"spank\0";
+/// `plugin_version`: the Slurm release built against (22.05); Slurm refuses a plugin of
+/// another major.minor release.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
+/// `spank_plugin_version`.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static spank_plugin_version: u32 = 0;
+
+/// `SLURM_VERSION_NUMBER` of Debian 12's Slurm (22.05.8).
+pub const SLURM_VERSION_NUMBER: u32 = 0x16_05_08;
+
+/// hwloc's variables that change what it discovers, taken from the job's environment.
+const HWLOC_VARS: [&str; 7] = [
+    "HWLOC_XMLFILE",
+    "HWLOC_SYNTHETIC",
+    "HWLOC_THISSYSTEM",
+    "HWLOC_FSROOT",
+    "HWLOC_CPUID_PATH",
+    "HWLOC_ALLOW",
+    "HWLOC_COMPONENTS",
+];
+
+/// The catalog a bare shape name is looked up in.
+pub const CATALOG: &str = "/usr/share/binder/shapes";
+
+/// What plugstack.conf says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// `default=SHAPE`.
+    pub default: Option<String>,
+    /// `catalog=DIR`.
+    pub catalog: PathBuf,
+}
+
+impl Site {
+    /// Reads the plugstack.conf arguments; `Err` names the one it does not know.
+    pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Site, String> {
+        let mut site = Site {
+            default: None,
+            catalog: PathBuf::from(CATALOG),
+        };
+        for arg in args {
+            match arg.split_once('=') {
+                Some(("default", shape)) if !shape.is_empty() => site.default = Some(shape.into()),
+                Some(("catalog", dir)) if !dir.is_empty() => site.catalog = dir.into(),
+                _ => {
+                    return Err(format!(
+                        "unknown plugstack.conf argument {:?}; binder takes default=SHAPE and catalog=DIR",
+                        binder_core::text::clip(arg, 60)
+                    ))
+                }
+            }
+        }
+        Ok(site)
+    }
+}
+
+static SITE: OnceLock<Site> = OnceLock::new();
+
+/// The three options, by name: `binder` takes a shape, the others are flags.
+const OPTIONS: [(&CStr, Option<&CStr>, &CStr); 3] = [
+    (
+        c"binder",
+        Some(c"SHAPE"),
+        c"Bind each task with binder's SHAPE (a YAML file, or a catalog name)",
+    ),
+    (
+        c"binder-report",
+        None,
+        c"Print each task's binder binding on its stderr",
+    ),
+    (
+        c"binder-verbose",
+        None,
+        c"Say what binder's node ledger decided for each task",
+    ),
+];
+
+/// A SPANK option for `OPTIONS[i]`, leaked: Slurm keeps the pointer it is registered
+/// with for the life of the process.
+fn option(i: usize) -> *mut SpankOption {
+    let (name, arginfo, usage) = OPTIONS[i];
+    Box::into_raw(Box::new(SpankOption {
+        name: name.as_ptr(),
+        arginfo: arginfo.map_or(std::ptr::null(), CStr::as_ptr),
+        usage: usage.as_ptr(),
+        has_arg: c_int::from(arginfo.is_some()),
+        val: i as c_int,
+        cb: None,
+    }))
+}
+
+/// The plugstack.conf arguments as strings.
+///
+/// # Safety
+/// `argv` holds `argc` valid C strings (Slurm's contract for every SPANK callback).
+unsafe fn args<'a>(argc: c_int, argv: *const *const c_char) -> Vec<&'a str> {
+    (0..usize::try_from(argc).unwrap_or(0))
+        // SAFETY: the caller's contract: `argc` valid pointers to C strings.
+        .filter_map(|i| unsafe { CStr::from_ptr(*argv.add(i)) }.to_str().ok())
+        .collect()
+}
+
+/// `slurm_spank_init`: registers the options (srun and slurmstepd both need them) and
+/// reads the plugstack.conf arguments.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and argument vector.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_init(
+    sp: Spank,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
+    // SAFETY: Slurm's contract for this callback.
+    let args = unsafe { args(argc, argv) };
+    let site = match Site::parse(args) {
+        Ok(site) => site,
+        Err(why) => {
+            binder_core::text::emit(&mut std::io::stderr(), &why);
+            return -1;
+        }
+    };
+    let _ = SITE.set(site);
+    for i in 0..OPTIONS.len() {
+        // SAFETY: `sp` is Slurm's handle; the option lives for the process (leaked).
+        if unsafe { ffi::spank_option_register(sp, option(i)) } != ESPANK_SUCCESS {
+            return -1;
+        }
+    }
+    0
+}
+
+/// The value of option `i` when it was given (`Some("")` for a flag).
+fn getopt(sp: Spank, i: usize) -> Option<String> {
+    let mut arg: *mut c_char = std::ptr::null_mut();
+    // SAFETY: `sp` is Slurm's handle; `arg` receives NULL or a string Slurm owns.
+    let rc = unsafe { ffi::spank_option_getopt(sp, option(i), &mut arg) };
+    if rc != ESPANK_SUCCESS {
+        return None;
+    }
+    if arg.is_null() {
+        return Some(String::new());
+    }
+    // SAFETY: Slurm returned a valid C string.
+    Some(
+        unsafe { CStr::from_ptr(arg) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// A `uint32_t` or `int` item.
+fn item(sp: Spank, which: c_int) -> Option<u32> {
+    let mut value: u32 = 0;
+    // SAFETY: every item read here is written through one `uint32_t *` or `int *`
+    // (same size and alignment), per spank.h.
+    let rc = unsafe { ffi::spank_get_item(sp, which, &mut value as *mut u32) };
+    (rc == ESPANK_SUCCESS).then_some(value)
+}
+
+/// A variable of the job's environment.
+fn getenv(sp: Spank, name: &str) -> Option<String> {
+    let name = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: `buf` is writable for its length, which is passed; Slurm NUL-terminates.
+    let rc = unsafe {
+        ffi::spank_getenv(
+            sp,
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+        )
+    };
+    if rc != ESPANK_SUCCESS {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0)?;
+    String::from_utf8(buf[..end].to_vec()).ok()
+}
+
+/// Sets (`Some`) or removes a variable of the task's environment.
+fn setenv(sp: Spank, name: &str, value: Option<&str>) {
+    let Ok(name) = CString::new(name) else { return };
+    match value.map(CString::new) {
+        // SAFETY: valid C strings; Slurm copies them.
+        Some(Ok(value)) => unsafe {
+            ffi::spank_setenv(sp, name.as_ptr(), value.as_ptr(), 1);
+        },
+        Some(Err(_)) => {}
+        // SAFETY: a valid C string.
+        None => unsafe {
+            ffi::spank_unsetenv(sp, name.as_ptr());
+        },
+    }
+}
+
+/// Ends the task before exec with binder's refusal line on its stderr.
+fn refuse(why: &str) -> ! {
+    binder_core::text::emit(&mut std::io::stderr(), why);
+    // SAFETY: `_exit` ends this process (the task's, forked by slurmstepd) at once,
+    // without running slurmstepd's `atexit` handlers in it, as a failed exec would.
+    unsafe { libc::_exit(binder_core::exit_code::REFUSED) }
+}
+
+/// `slurm_spank_task_init`: in the task's process, as the user, before exec: bind.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_task_init(
+    sp: Spank,
+    _: c_int,
+    _: *const *const c_char,
+) -> c_int {
+    // SAFETY: no arguments; Slurm's contract.
+    if unsafe { ffi::spank_context() } != ffi::S_CTX_REMOTE {
+        return 0;
+    }
+    let site = SITE.get().cloned().unwrap_or(Site {
+        default: None,
+        catalog: PathBuf::from(CATALOG),
+    });
+    let Some(shape) = getopt(sp, 0).or(site.default.clone()) else {
+        return 0;
+    };
+    let request = task::Request {
+        shape,
+        report: getopt(sp, 1).is_some(),
+        verbose: getopt(sp, 2).is_some(),
+    };
+    let ids = (
+        item(sp, ffi::item::S_TASK_ID),
+        item(sp, ffi::item::S_JOB_LOCAL_TASK_COUNT),
+        item(sp, ffi::item::S_JOB_ID),
+        item(sp, ffi::item::S_JOB_STEPID),
+        item(sp, ffi::item::S_JOB_NODEID),
+    );
+    let (Some(t), Some(n), Some(job), Some(step), Some(node)) = ids else {
+        refuse("SPANK did not give this task's id, task count, job, step or node id; binder cannot place it");
+    };
+    let items = task::Items {
+        task: t as usize,
+        local_count: n as usize,
+        job,
+        step,
+        node,
+        global: item(sp, ffi::item::S_TASK_GLOBAL_ID),
+    };
+    let get = |name: &str| getenv(sp, name);
+    // hwloc reads its variables from this process's environment, which is slurmstepd's;
+    // the job's (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM`, …) are what `srun binder` would
+    // see, so they are copied in. This process is the task's, one thread, about to exec
+    // with the job's environment (not this one).
+    for name in HWLOC_VARS {
+        match get(name) {
+            Some(value) => std::env::set_var(name, value),
+            None => std::env::remove_var(name),
+        }
+    }
+    let cwd = std::env::current_dir()
+        .ok()
+        .filter(|d| d.join(&request.shape).is_file())
+        .map(|d| d.display().to_string())
+        .or_else(|| get("PWD"));
+    let path = task::shape_path(&request.shape, cwd.as_deref(), &site.catalog);
+    let bound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        task::bind(&request, &path, items, &get, &mut std::io::stderr())
+    }));
+    match bound {
+        Ok(Ok(vars)) => {
+            for (name, value) in &vars {
+                setenv(sp, name, Some(value));
+            }
+            // What binder did not set this time must not reach the task from an outer
+            // binder (a stale BINDER_CPUS).
+            for stale in binder_core::launch::env::OWN {
+                if !vars.iter().any(|(k, _)| k == stale) {
+                    setenv(sp, stale, None);
+                }
+            }
+            0
+        }
+        Ok(Err(refusal)) => refuse(&refusal.0),
+        Err(_) => refuse("internal error while planning this task (a bug: please report it)"),
+    }
+}
