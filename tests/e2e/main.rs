@@ -226,7 +226,11 @@ impl Slurm {
         let script = root().join("tests/e2e/slurm.sh");
         // binder's SPANK plugin, built beside the executables by the workspace's build.
         let spank = Path::new(common::binder_exe()).with_file_name("libbinder_spank.so");
-        assert!(spank.is_file(), "{} is not built", spank.display());
+        assert!(
+            spank.is_file(),
+            "{} is not built: `cargo build --release` builds it (`cargo test` alone builds only the rlib; .ci/run builds first)",
+            spank.display()
+        );
         let out = Command::new("bash")
             .arg(&script)
             .arg("start")
