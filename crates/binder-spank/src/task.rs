@@ -212,52 +212,48 @@ pub fn bind(
         }
         Ok(())
     };
-    match Ledger::open(get) {
-        Ok(ledger) => match ledgered::claim(&ledger, &job, &env, &mut planner, err) {
-            Ok(claimed) => {
-                if let Err(refusal) = no_membind(&claimed.view) {
-                    claimed.undo();
-                    return Err(refusal);
-                }
-                let prepared = prepare_cached(
-                    &claimed.view,
-                    &identity,
-                    &options(&claimed.view, claimed.started_on()),
-                    err,
-                );
-                match prepared {
-                    Ok(mut vars) => {
-                        vars.push(("BINDER_JOB".into(), claimed.job.to_string()));
-                        Ok(vars)
-                    }
-                    Err(e) => {
+    let ledger = Ledger::open(get);
+    let why = match &ledger {
+        Ok(ledger) => {
+            let claimed = ledgered::claim(ledger, &job, &env, &mut planner, err);
+            match claimed {
+                Ok(claimed) => {
+                    if let Err(refusal) = no_membind(&claimed.view) {
                         claimed.undo();
-                        Err(e.into())
+                        return Err(refusal);
                     }
-                }
-            }
-            Err(Stopped::Error(refusal)) => Err(refusal),
-            Err(Stopped::Uncoordinated(why)) => unledgered(&job, &mut planner, why, get, err)
-                .and_then(|view| {
-                    no_membind(&view)?;
-                    Ok(prepare_cached(
-                        &view,
+                    let prepared = prepare_cached(
+                        &claimed.view,
                         &identity,
-                        &options(&view, None),
+                        &options(&claimed.view, claimed.started_on()),
                         err,
-                    )?)
-                }),
-        },
-        Err(why) => unledgered(&job, &mut planner, why, get, err).and_then(|view| {
-            no_membind(&view)?;
-            Ok(prepare_cached(
-                &view,
-                &identity,
-                &options(&view, None),
-                err,
-            )?)
-        }),
-    }
+                    );
+                    return match prepared {
+                        Ok(mut vars) => {
+                            vars.push(("BINDER_JOB".into(), claimed.job.to_string()));
+                            Ok(vars)
+                        }
+                        Err(e) => {
+                            claimed.undo();
+                            Err(e.into())
+                        }
+                    };
+                }
+                Err(Stopped::Error(refusal)) => return Err(refusal),
+                Err(Stopped::Uncoordinated(why)) => why,
+            }
+        }
+        Err(why) => why.clone(),
+    };
+    // Without the ledger: off, or unusable (warned, or refused under require).
+    let view = unledgered(&job, &mut planner, why, get, err)?;
+    no_membind(&view)?;
+    Ok(prepare_cached(
+        &view,
+        &identity,
+        &options(&view, None),
+        err,
+    )?)
 }
 
 /// This rank's view without the node ledger (off, or unusable: said once per node,

@@ -37,17 +37,6 @@ const VENDOR_VARS: [(Vendor, &[&str]); 3] = [
 /// Slurm's variables, first one set wins.
 const SLURM_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
 
-/// Every variable that can change which GPUs a job gets (the node cache keys on them).
-pub const ENV: [&str; 7] = [
-    "CUDA_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL",
-    "ZE_AFFINITY_MASK",
-    "SLURM_STEP_GPUS",
-    "SLURM_JOB_GPUS",
-];
-
 /// The most entries read from one variable; the longest entry kept.
 const MAX_ENTRIES: usize = 1024;
 const MAX_ENTRY: usize = 128;
@@ -100,13 +89,6 @@ impl Grant {
     pub fn holding(mut self, held: Vec<String>) -> Grant {
         self.held = held;
         self
-    }
-
-    /// The inherited variables' values, for a cache key (`name=value;…`).
-    pub fn env_text(get: &dyn Fn(&str) -> Option<String>) -> String {
-        ENV.iter()
-            .filter_map(|n| get(n).map(|v| format!("{n}={v};")))
-            .collect()
     }
 
     /// The GPUs of `all` (every GPU of the node, in PCI order) this job may have, each
