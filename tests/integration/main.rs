@@ -20,3 +20,4 @@ mod picture;
 mod placement;
 mod preview;
 mod properties;
+mod readme;
