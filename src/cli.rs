@@ -6,19 +6,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-const EXAMPLES: &str = "\
-Examples:
-  Show what 8 tasks on this node would get:
-    binder --dry-run --local-size 8 shapes/cores-packed.yaml
-  The same on another machine's topology, as JSON:
-    binder --dry-run --local-size 8 --format json --topology node.xml shapes/cores-packed.yaml
-  Launch under a launcher; each task finds its local rank in the launcher's environment:
-    mpirun -np 8 --bind-to none binder shapes/cores-packed.yaml -- ./app arg1
-    srun -n 8 --cpu-bind=none binder shapes/cores-packed.yaml -- ./app arg1
-
-Exit status: 0 dry-run printed; 125 binder refused (the task was not started);
-126 command not executable; 127 command not found; otherwise the task's own status.";
-
 /// Pin each task of a parallel job to the right CPUs (and GPUs) of its node.
 ///
 /// binder reads a YAML shape, computes this task's cpuset from the node's hwloc topology,
@@ -29,7 +16,7 @@ Exit status: 0 dry-run printed; 125 binder refused (the task was not started);
     name = "binder",
     version,
     max_term_width = 98,
-    after_long_help = EXAMPLES,
+    after_long_help = crate::manual::help_examples(),
     args_conflicts_with_subcommands = true,
     subcommand_value_name = "SUBCOMMAND",
     subcommand_help_heading = "Subcommands",
@@ -213,9 +200,7 @@ pub fn generated(what: Generate) -> Vec<u8> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     match what {
-        Generate::Man => {
-            let _ = clap_mangen::Man::new(cmd).render(&mut out);
-        }
+        Generate::Man => out = crate::manual::man(cmd).unwrap_or_default(),
         Generate::CompleteBash => {
             clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "binder", &mut out)
         }

@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod hwbind;
 pub mod hwenv;
+pub mod manual;
 mod run;
 
 pub use binder_core::{exit_code, FRONT_EXE, FULL_EXE};

@@ -87,7 +87,11 @@ fn matches(expected: &[String], actual: &[String]) -> bool {
 /// ledger. Returns the exit code and the output lines.
 fn run(command: &str) -> (Option<i32>, Vec<String>) {
     let bin = std::path::Path::new(common::binder_exe()).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("exec 2>&1; {command}"))
@@ -114,7 +118,11 @@ fn every_readme_example_prints_what_the_readme_shows() {
     }
     let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
     let examples = examples(&readme);
-    assert!(examples.len() >= 25, "found only {} examples", examples.len());
+    assert!(
+        examples.len() >= 25,
+        "found only {} examples",
+        examples.len()
+    );
     for (command, _) in HOST_DEPENDENT {
         assert!(
             examples.iter().any(|e| e.command.starts_with(command)),
@@ -123,10 +131,17 @@ fn every_readme_example_prints_what_the_readme_shows() {
     }
     let mut failures = Vec::new();
     for example in &examples {
-        if HOST_DEPENDENT.iter().any(|(c, _)| example.command.starts_with(c)) {
+        if HOST_DEPENDENT
+            .iter()
+            .any(|(c, _)| example.command.starts_with(c))
+        {
             continue;
         }
-        let program = example.command.split_whitespace().next().unwrap_or_default();
+        let program = example
+            .command
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
         assert!(
             matches!(program, "binder" | "cat"),
             "README.md:{}: `{}` is neither run here nor listed in HOST_DEPENDENT",
@@ -213,7 +228,14 @@ fn the_troubleshooting_pool_commands_work_and_agree() {
         .collect();
     assert_eq!(sets[0], sets[1], "hwloc and the cgroup disagree: {shown:?}");
     let out = common::run(
-        common::binder().args(["--dry-run", "--format", "json", "--local-size", "1", "shapes/cores-packed.yaml"]),
+        common::binder().args([
+            "--dry-run",
+            "--format",
+            "json",
+            "--local-size",
+            "1",
+            "shapes/cores-packed.yaml",
+        ]),
         0,
     );
     let rank: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
