@@ -269,8 +269,18 @@ pub fn run(
                 let colour = anstream::AutoStream::choice(&std::io::stdout())
                     != anstream::ColorChoice::Never
                     && env.var("NO_COLOR").is_none();
-                return report::picture(&topology, &plan, config.format, &header, colour, out)
-                    .map_err(Error::Output);
+                let blocked = report::map::blocked(&topology, &shape.options.reserve)
+                    .map_err(binder_plan::PlanError::from)?;
+                return report::picture(
+                    &topology,
+                    &plan,
+                    &blocked,
+                    config.format,
+                    &header,
+                    colour,
+                    out,
+                )
+                .map_err(Error::Output);
             }
             fill_ge_topology(&topology, &mut plan);
             let (previews, warnings) =

@@ -115,3 +115,79 @@ fn map_is_coloured_only_on_a_terminal() {
     );
     assert!(!tty(true).contains('\x1b'));
 }
+
+/// GPUs and NICs hang under the NUMA node hwloc puts them in (hwloc-calc's `-I numa
+/// pci=BUSID`, the independent oracle), each with the rank that got it: on the SNC4
+/// Sapphire Rapids the H100s sit in NUMA nodes 1, 3, 5 and 7, its six NICs in 0, 1, 3, 5.
+#[test]
+fn map_lists_devices_under_their_numa_node() {
+    if shared().is_none() || !require_tool("hwloc-calc", "the device locality oracle") {
+        return;
+    }
+    let xml = "spr8480-2s-112c-smt2-snc4-4h100.xml";
+    let text = picture(xml, "shapes/gpu-slots.yaml", "4", "map");
+    let path = topology(&shared().unwrap(), xml);
+    let mut numa = None;
+    let mut seen = 0;
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"numa") {
+            numa = Some(words[1].trim_start_matches("L#").to_string());
+        }
+        if matches!(words.first(), Some(&"GPU") | Some(&"NIC")) {
+            let busid = words[2];
+            let out = std::process::Command::new("hwloc-calc")
+                .arg("-i")
+                .arg(&path)
+                .args(["-I", "numa", &format!("pci={busid}")])
+                .output()
+                .unwrap();
+            let want = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert_eq!(numa.as_deref(), Some(want.as_str()), "{line}\n{text}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 10, "4 GPUs and 6 NICs\n{text}");
+    // Each task's GPU is the one in the NUMA node of its cores (gpu-slots), so each
+    // GPU line names the rank drawn in the cores just above it.
+    for (gpu, rank) in [("GPU 1 ", 0), ("GPU 0 ", 1), ("GPU 3 ", 2), ("GPU 2 ", 3)] {
+        let line = text.lines().find(|l| l.trim_start().starts_with(gpu)).unwrap();
+        assert!(line.ends_with(&format!(": rank {rank}")), "{line}");
+    }
+}
+
+/// Reserved PUs (`r`) and another job's (`x`, a topology string's lowercase units) are
+/// not drawn as free, and the legend line says what the marks mean. By hand: on
+/// NSXCCccSXCCCC cores 2-3 are another job's; `-bunit C -bamount 1` gives ranks 0-1 cores
+/// 0-1; with `--reserve first-core-per-socket` on "pack:2 core:4 pu:2" the first core of
+/// each package is `r r`.
+#[test]
+fn map_marks_reserved_and_occupied() {
+    let run_map = |args: &[&str]| {
+        let out = run(binder().args(["-n", "--format", "map"]).args(args), SUCCESS);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let ge = run_map(&[
+        "--ge-topology",
+        "NSXCCccSXCCCC",
+        "--local-size",
+        "2",
+        "--ge",
+        "-bunit C -bamount 1",
+    ]);
+    assert!(ge.contains("package L#0  [0][1][x][x]\n"), "{ge}");
+    assert!(ge.contains("package L#1  [.][.][.][.]\n"), "{ge}");
+    assert!(ge.contains("x = another job's") && !ge.contains("r = reserved"), "{ge}");
+    let reserved = run_map(&[
+        "--synthetic",
+        "pack:2 core:4 pu:2",
+        "--reserve",
+        "first-core-per-socket",
+        "--local-size",
+        "1",
+        "shapes/cores-packed.yaml",
+    ]);
+    assert!(reserved.contains("package L#0  [r r][0 0][0 0][0 0]\n"), "{reserved}");
+    assert!(reserved.contains("package L#1  [r r][0 0][0 0][0 0]\n"), "{reserved}");
+    assert!(reserved.contains("r = reserved"), "{reserved}");
+}

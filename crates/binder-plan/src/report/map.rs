@@ -7,6 +7,11 @@
 //! NUMA nodes (or a NUMA node several L3s), so the tree is built by cpuset containment:
 //! a level is nested under a parent only where its objects lie inside it; otherwise the
 //! level is skipped there (a KNL has no L3; a sub-NUMA-clustered L3 spans two nodes).
+//!
+//! A PU that no task got says why: reserved (the site's or the shape's `reserve`), held by
+//! another job (a topology string's lowercase units), or free. The plan's GPUs and NICs
+//! hang under the deepest drawn box that holds their locality (their NUMA node or
+//! package, as lstopo draws them), each with the ranks that got it.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -24,21 +29,81 @@ pub struct Node {
     pub label: String,
     /// What is inside, in logical order; empty for a PU.
     pub children: Vec<Node>,
-    /// For a PU: its OS number and the rank that got it (`None`: no task).
-    pub pu: Option<(usize, Option<usize>)>,
+    /// For a PU: its OS number and who has it.
+    pub pu: Option<(usize, Pu)>,
+    /// The GPUs and NICs whose locality lies in this box and in none of its children.
+    pub devices: Vec<Device>,
+}
+
+/// Who has a PU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pu {
+    /// This local rank.
+    Rank(usize),
+    /// Reserved: never given to any task.
+    Reserved,
+    /// Held by another job.
+    Occupied,
+    /// No task.
+    Free,
+}
+
+/// A GPU or NIC drawn under its box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// `GPU 0` (the node's number), `NIC ib0`.
+    pub label: String,
+    /// hwloc's model name, and the PCI bus id.
+    pub model: String,
+    /// The PCI bus id.
+    pub busid: String,
+    /// The local ranks that got it (GPUs: at most one job's ranks; NICs: nearest to).
+    pub ranks: Vec<usize>,
+}
+
+/// The PUs no task may get: reserved, and held by other jobs (OS numbers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Blocked {
+    /// By `reserve` entries (the site file's and the shape's).
+    pub reserved: Vec<usize>,
+    /// By other jobs: a topology string's lowercase units.
+    pub occupied: Vec<usize>,
+}
+
+/// What `reserve` (the shape's `options.reserve`, the site's added) and `topology` itself
+/// (a topology string's lowercase units) keep from the tasks, as the planner computes it.
+pub fn blocked(topology: &Topology, reserve: &[String]) -> Result<Blocked, crate::ge::GeError> {
+    if reserve.is_empty() && !topology.is_ge_string() {
+        return Ok(Blocked::default());
+    }
+    let mut tree = topology.ge_tree();
+    let occupied = tree.used_pus();
+    let reserved = crate::ge::reserve::apply(&mut tree, reserve)?
+        .into_iter()
+        .filter(|p| !occupied.contains(p))
+        .collect();
+    Ok(Blocked { reserved, occupied })
 }
 
 /// The levels drawn between the machine and its cores.
 const LEVELS: [ObjType; 3] = [ObjType::Package, ObjType::Numa, ObjType::L3];
 
-/// The node's tree with `plan`'s ranks on its PUs.
-pub fn tree(topology: &Topology, plan: &Plan) -> Node {
-    let mut owner: HashMap<usize, usize> = HashMap::new();
+/// The node's tree with `plan`'s ranks on its PUs, `blocked`'s PUs marked, and the
+/// plan's GPUs and NICs under their boxes.
+pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
+    let mut owner: HashMap<usize, Pu> = HashMap::new();
     for (rank, task) in plan.tasks.iter().enumerate() {
         for pu in task.cpuset.iter_set() {
-            owner.entry(usize::from(pu)).or_insert(rank);
+            owner.entry(usize::from(pu)).or_insert(Pu::Rank(rank));
         }
     }
+    for &p in &blocked.reserved {
+        owner.entry(p).or_insert(Pu::Reserved);
+    }
+    for &p in &blocked.occupied {
+        owner.entry(p).or_insert(Pu::Occupied);
+    }
+    let devices = devices(plan);
     let levels: Vec<Vec<(String, CpuSet)>> = LEVELS
         .iter()
         .map(|&kind| {
@@ -68,11 +133,70 @@ pub fn tree(topology: &Topology, plan: &Plan) -> Node {
         .collect();
     let allowed = topology.hw().allowed_cpuset().clone_target();
     let machine = allowed.clone();
+    let within = Within {
+        allowed: &allowed,
+        owner: &owner,
+        devices: &devices,
+    };
+    let children = nest(&machine, &levels, &cores, &within);
     Node {
         label: format!("machine ({} PUs)", allowed.weight().unwrap_or(0)),
-        children: nest(&machine, &levels, &cores, &allowed, &owner),
+        // What lies in no drawn box (a GPU whose locality is the whole machine).
+        devices: claim(&machine, &devices, &children, true),
+        children,
         pu: None,
     }
+}
+
+/// What every box of the tree looks things up in.
+struct Within<'a> {
+    allowed: &'a CpuSet,
+    owner: &'a HashMap<usize, Pu>,
+    devices: &'a [(CpuSet, Device)],
+}
+
+/// The plan's GPUs and NICs with their localities and the ranks that got them.
+fn devices(plan: &Plan) -> Vec<(CpuSet, Device)> {
+    let ranks_of = |has: &dyn Fn(&crate::distribute::Task) -> bool| -> Vec<usize> {
+        plan.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| has(t))
+            .map(|(r, _)| r)
+            .collect()
+    };
+    let gpus = plan.gpus.iter().map(|g| {
+        let device = Device {
+            label: format!("GPU {}", g.number),
+            model: g.model.clone(),
+            busid: g.busid.clone(),
+            ranks: ranks_of(&|t| t.gpus.contains(&g.index)),
+        };
+        (g.locality.clone(), device)
+    });
+    let nics = plan.nics.iter().map(|n| {
+        let name = n.names().first().cloned().unwrap_or_else(|| n.busid.clone());
+        let device = Device {
+            label: format!("NIC {name}"),
+            model: n.model.clone(),
+            busid: n.busid.clone(),
+            ranks: ranks_of(&|t| t.nics.contains(&n.index)),
+        };
+        (n.locality.clone(), device)
+    });
+    gpus.chain(nics).collect()
+}
+
+/// The devices that hang under the box `set` and under none of its `children` (with
+/// `root`, also those whose locality reaches outside every box: they belong to the
+/// machine).
+fn claim(set: &CpuSet, devices: &[(CpuSet, Device)], children: &[Node], root: bool) -> Vec<Device> {
+    devices
+        .iter()
+        .filter(|(locality, _)| root || (locality.intersects(set) && set.includes(locality)))
+        .filter(|(_, d)| !children.iter().any(|c| c.holds(d)))
+        .map(|(_, d)| d.clone())
+        .collect()
 }
 
 /// The children of a box whose cpuset is `within`: the first level with objects inside
@@ -81,8 +205,7 @@ fn nest(
     within: &CpuSet,
     levels: &[Vec<(String, CpuSet)>],
     cores: &[(String, CpuSet)],
-    allowed: &CpuSet,
-    owner: &HashMap<usize, usize>,
+    look: &Within<'_>,
 ) -> Vec<Node> {
     for (i, level) in levels.iter().enumerate() {
         let inside: Vec<&(String, CpuSet)> = level
@@ -102,10 +225,14 @@ fn nest(
         if !inside.is_empty() && covers && !same {
             return inside
                 .into_iter()
-                .map(|(label, set)| Node {
-                    label: label.clone(),
-                    children: nest(set, &levels[i + 1..], cores, allowed, owner),
-                    pu: None,
+                .map(|(label, set)| {
+                    let children = nest(set, &levels[i + 1..], cores, look);
+                    Node {
+                        label: label.clone(),
+                        devices: claim(set, look.devices, &children, false),
+                        children,
+                        pu: None,
+                    }
                 })
                 .collect();
         }
@@ -118,14 +245,16 @@ fn nest(
             children: set
                 .iter_set()
                 .map(usize::from)
-                .filter(|p| allowed.is_set(*p))
+                .filter(|p| look.allowed.is_set(*p))
                 .map(|p| Node {
                     label: format!("pu P#{p}"),
                     children: Vec::new(),
-                    pu: Some((p, owner.get(&p).copied())),
+                    pu: Some((p, look.owner.get(&p).copied().unwrap_or(Pu::Free))),
+                    devices: Vec::new(),
                 })
                 .collect(),
             pu: None,
+            devices: Vec::new(),
         })
         .collect()
 }
@@ -141,8 +270,9 @@ const COLOURS: [anstyle::AnsiColor; 6] = [
 ];
 
 /// Draws the tree: one line per container, the cores of the innermost one on a line
-/// (wrapped every 8 cores), each core as `[a b]` with its PUs' ranks (`.` for no task).
-/// `colour` adds ANSI colours per rank (for a terminal).
+/// (wrapped every 8 cores), each core as `[a b]` with its PUs' ranks (`.` no task, `r`
+/// reserved, `x` another job's), and each GPU or NIC on a line under its box. `colour`
+/// adds ANSI colours per rank (for a terminal).
 pub fn render_text(
     root: &Node,
     tasks: usize,
@@ -156,38 +286,42 @@ pub fn render_text(
         root.label,
         if tasks == 1 { "" } else { "s" }
     )?;
+    let look = Look { width, colour };
     if holds_cores(root) {
         // No level between the machine and its cores: its header line already names it.
         let cores = Node {
             label: "cores".into(),
             children: root.children.clone(),
             pu: None,
+            devices: root.devices.clone(),
         };
-        draw(&cores, 0, width, colour, out)?;
+        draw(&cores, 0, look, out)?;
     } else {
-        draw(root, 0, width, colour, out)?;
+        draw_devices(&root.devices, 0, out)?;
+        draw(root, 0, look, out)?;
     }
-    writeln!(
-        out,
-        "each [ ] is a core (logical order), each number the local rank on one of its PUs; . = no task"
-    )
+    let mut legend = vec!["each [ ] is a core (logical order), each number the local rank on one of its PUs; . = no task".to_owned()];
+    if root.any_pu(Pu::Reserved) {
+        legend.push("r = reserved".into());
+    }
+    if root.any_pu(Pu::Occupied) {
+        legend.push("x = another job's".into());
+    }
+    writeln!(out, "{}", legend.join(", "))
 }
 
-fn draw(
-    node: &Node,
-    depth: usize,
+/// How PUs are written: the rank's width, and whether in colour.
+#[derive(Clone, Copy)]
+struct Look {
     width: usize,
     colour: bool,
-    out: &mut impl Write,
-) -> io::Result<()> {
+}
+
+fn draw(node: &Node, depth: usize, look: Look, out: &mut impl Write) -> io::Result<()> {
     let indent = "  ".repeat(depth);
     if holds_cores(node) {
         // The innermost container's cores go on its own line (8 a line).
-        let boxes: Vec<String> = node
-            .children
-            .iter()
-            .map(|c| core_box(c, width, colour))
-            .collect();
+        let boxes: Vec<String> = node.children.iter().map(|c| core_box(c, look)).collect();
         let pad = " ".repeat(indent.len() + node.label.len() + 2);
         for (i, row) in boxes.chunks(8).enumerate() {
             let head = if i == 0 {
@@ -197,15 +331,36 @@ fn draw(
             };
             writeln!(out, "{head}{}", row.join(""))?;
         }
-        return Ok(());
+        return draw_devices(&node.devices, depth + 1, out);
     }
     for child in &node.children {
         if holds_cores(child) {
-            draw(child, depth, width, colour, out)?;
+            draw(child, depth, look, out)?;
         } else {
             writeln!(out, "{indent}{}", child.label)?;
-            draw(child, depth + 1, width, colour, out)?;
+            draw_devices(&child.devices, depth + 1, out)?;
+            draw(child, depth + 1, look, out)?;
         }
+    }
+    Ok(())
+}
+
+/// One line per device: `GPU 1 0000:5f:00.0 NVIDIA H100 80GB HBM3: rank 0`.
+fn draw_devices(devices: &[Device], depth: usize, out: &mut impl Write) -> io::Result<()> {
+    for d in devices {
+        let who = match d.ranks.as_slice() {
+            [] => "no task".to_owned(),
+            [r] => format!("rank {r}"),
+            ranks => format!("ranks {}", binder_core::text::index_ranges(ranks)),
+        };
+        writeln!(
+            out,
+            "{}{} {} {}: {who}",
+            "  ".repeat(depth),
+            d.label,
+            d.busid,
+            d.model
+        )?;
     }
     Ok(())
 }
@@ -220,19 +375,33 @@ impl Node {
     pub fn is_core(&self) -> bool {
         !self.children.is_empty() && self.children.iter().all(|c| c.pu.is_some())
     }
+
+    /// Whether `device` hangs under this box or one inside it.
+    pub fn holds(&self, device: &Device) -> bool {
+        self.devices.iter().any(|d| d.busid == device.busid)
+            || self.children.iter().any(|c| c.holds(device))
+    }
+
+    /// Whether some PU inside is `state`.
+    pub fn any_pu(&self, state: Pu) -> bool {
+        self.pu.is_some_and(|(_, s)| s == state) || self.children.iter().any(|c| c.any_pu(state))
+    }
 }
 
-fn core_box(core: &Node, width: usize, colour: bool) -> String {
+fn core_box(core: &Node, look: Look) -> String {
+    let width = look.width;
     let pus: Vec<String> = core
         .children
         .iter()
-        .map(|p| match p.pu {
-            Some((_, Some(rank))) if colour => {
+        .map(|p| match p.pu.map(|(_, s)| s) {
+            Some(Pu::Rank(rank)) if look.colour => {
                 let style =
                     anstyle::Style::new().fg_color(Some(COLOURS[rank % COLOURS.len()].into()));
                 format!("{style}{rank:>width$}{style:#}")
             }
-            Some((_, Some(rank))) => format!("{rank:>width$}"),
+            Some(Pu::Rank(rank)) => format!("{rank:>width$}"),
+            Some(Pu::Reserved) => format!("{:>width$}", "r"),
+            Some(Pu::Occupied) => format!("{:>width$}", "x"),
             _ => format!("{:>width$}", "."),
         })
         .collect();
@@ -262,7 +431,7 @@ mod tests {
             3,
         );
         let mut out = Vec::new();
-        render_text(&tree(&t, &p), 3, false, &mut out).unwrap();
+        render_text(&tree(&t, &p, &Blocked::default()), 3, false, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
@@ -283,12 +452,12 @@ each [ ] is a core (logical order), each number the local rank on one of its PUs
             2,
         );
         let mut out = Vec::new();
-        render_text(&tree(&t1, &p1), 2, false, &mut out).unwrap();
+        render_text(&tree(&t1, &p1, &Blocked::default()), 2, false, &mut out).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
             .contains("\ncores  [0][1]\n"));
         let mut out = Vec::new();
-        render_text(&tree(&t, &p), 3, true, &mut out).unwrap();
+        render_text(&tree(&t, &p, &Blocked::default()), 3, true, &mut out).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
             .contains("[\x1b[31m0\x1b[0m "));

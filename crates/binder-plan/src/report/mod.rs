@@ -112,17 +112,18 @@ pub fn render_with(
     }
 }
 
-/// The `--format map` or `svg` picture of the node with `plan`'s ranks; `colour` adds
-/// ANSI colours to the map (for a terminal).
+/// The `--format map` or `svg` picture of the node with `plan`'s ranks, `blocked`'s PUs
+/// marked ([`map::blocked`]); `colour` adds ANSI colours to the map (for a terminal).
 pub fn picture(
     topology: &Topology,
     plan: &Plan,
+    blocked: &map::Blocked,
     format: Format,
     header: &str,
     colour: bool,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let root = map::tree(topology, plan);
+    let root = map::tree(topology, plan, blocked);
     // Unbound ranks have no PU to be drawn on: both pictures name them.
     let unbound: Vec<usize> = (0..plan.tasks.len())
         .filter(|&r| plan.tasks[r].cpuset.is_empty())
@@ -138,7 +139,7 @@ pub fn picture(
             Some(line) => format!("{header}; {line}"),
             None => header.to_owned(),
         };
-        svg::render(&root, &title, out)
+        svg::render(&root, plan.tasks.len(), &title, out)
     } else {
         writeln!(out, "# {header}")?;
         map::render_text(&root, plan.tasks.len(), colour, out)?;
