@@ -239,3 +239,56 @@ fn node_report_on_a_synthetic_ledger() {
     insta::assert_snapshot!("node_text", node::render_text(&report));
     insta::assert_snapshot!("node_json", serde_json::to_string_pretty(&report).unwrap());
 }
+
+/// `binder node` names each job's GPUs by binder's number on this node (issue #23): on the
+/// DGX-2 XML (PCI order: 0000:34 is GPU 0, 0000:36 GPU 1, 0000:b7 GPU 8), a job holding
+/// the GPUs at 0000:36:00.0 and 0000:b7:00.0 shows `gpu:1,gpu:8` in text and JSON; a bus
+/// id the node does not have is shown as written.
+#[test]
+fn node_report_names_each_jobs_gpus() {
+    let Some(shared) = crate::common::shared() else {
+        return;
+    };
+    let xml = crate::common::topology(&shared, "dgx2-16v100-restricted.xml");
+    let topology = topology::load(&Source::Xml(xml), true).unwrap();
+    let with_gpus = |job: &str, cpu: usize, gpus: &[&str], pid: u32| Claim {
+        format: ledger::FORMAT,
+        job: JobId(job.into()),
+        rank: 0,
+        size: 1,
+        pid,
+        start: 500,
+        cpus: vec![cpu],
+        gpus: gpus.iter().map(|g| g.to_string()).collect(),
+        pack: Pack::Fill.into(),
+        unit: "core".into(),
+        places: 1,
+    };
+    let a = with_gpus("slurm:5.0", 0, &["0000:36:00.0", "0000:b7:00.0"], 101);
+    let b = with_gpus("slurm:6.0", 1, &["0000:99:00.0"], 102);
+    let procs = Fake(
+        [
+            (101, (1000, 500, a.cpus.clone())),
+            (102, (1000, 500, b.cpus.clone())),
+        ]
+        .into(),
+    );
+    let scan = scan(vec![file(1000, &a), file(1000, &b)], &procs);
+    let report = node::build(&topology, &scan, "/dev/shm", "node17", &|u| u.to_string());
+    let gpus: Vec<(&str, Vec<String>)> = report
+        .jobs
+        .iter()
+        .map(|j| (j.job.as_str(), j.gpus.clone()))
+        .collect();
+    assert_eq!(
+        gpus,
+        [
+            ("slurm:5.0", vec!["gpu:1".to_string(), "gpu:8".to_string()]),
+            ("slurm:6.0", vec!["0000:99:00.0".to_string()]),
+        ]
+    );
+    let text = node::render_text(&report);
+    let row = text.lines().find(|l| l.starts_with("slurm:5.0")).unwrap();
+    assert!(row.contains(" gpu:1,gpu:8 "), "{text}");
+    assert!(text.contains(" GPUS "), "{text}");
+}

@@ -151,7 +151,10 @@ fn map_lists_devices_under_their_numa_node() {
     // Each task's GPU is the one in the NUMA node of its cores (gpu-slots), so each
     // GPU line names the rank drawn in the cores just above it.
     for (gpu, rank) in [("GPU 1 ", 0), ("GPU 0 ", 1), ("GPU 3 ", 2), ("GPU 2 ", 3)] {
-        let line = text.lines().find(|l| l.trim_start().starts_with(gpu)).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(gpu))
+            .unwrap();
         assert!(line.ends_with(&format!(": rank {rank}")), "{line}");
     }
 }
@@ -177,7 +180,10 @@ fn map_marks_reserved_and_occupied() {
     ]);
     assert!(ge.contains("package L#0  [0][1][x][x]\n"), "{ge}");
     assert!(ge.contains("package L#1  [.][.][.][.]\n"), "{ge}");
-    assert!(ge.contains("x = another job's") && !ge.contains("r = reserved"), "{ge}");
+    assert!(
+        ge.contains("x = another job's") && !ge.contains("r = reserved"),
+        "{ge}"
+    );
     let reserved = run_map(&[
         "--synthetic",
         "pack:2 core:4 pu:2",
@@ -187,7 +193,13 @@ fn map_marks_reserved_and_occupied() {
         "1",
         "shapes/cores-packed.yaml",
     ]);
-    assert!(reserved.contains("package L#0  [r r][0 0][0 0][0 0]\n"), "{reserved}");
-    assert!(reserved.contains("package L#1  [r r][0 0][0 0][0 0]\n"), "{reserved}");
+    assert!(
+        reserved.contains("package L#0  [r r][0 0][0 0][0 0]\n"),
+        "{reserved}"
+    );
+    assert!(
+        reserved.contains("package L#1  [r r][0 0][0 0][0 0]\n"),
+        "{reserved}"
+    );
     assert!(reserved.contains("r = reserved"), "{reserved}");
 }

@@ -175,7 +175,11 @@ fn devices(plan: &Plan) -> Vec<(CpuSet, Device)> {
         (g.locality.clone(), device)
     });
     let nics = plan.nics.iter().map(|n| {
-        let name = n.names().first().cloned().unwrap_or_else(|| n.busid.clone());
+        let name = n
+            .names()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| n.busid.clone());
         let device = Device {
             label: format!("NIC {name}"),
             model: n.model.clone(),

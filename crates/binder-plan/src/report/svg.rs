@@ -110,14 +110,24 @@ fn pu_look(os: usize, state: Pu) -> (&'static str, &'static str, String, String)
             r.to_string(),
             format!("PU P#{os}: rank {r}"),
         ),
-        Pu::Reserved => (RESERVED, "white", "r".into(), format!("PU P#{os}: reserved")),
+        Pu::Reserved => (
+            RESERVED,
+            "white",
+            "r".into(),
+            format!("PU P#{os}: reserved"),
+        ),
         Pu::Occupied => (
             OCCUPIED,
             "white",
             "x".into(),
             format!("PU P#{os}: another job's"),
         ),
-        Pu::Free => ("#ffffff", "black", "·".into(), format!("PU P#{os}: no task")),
+        Pu::Free => (
+            "#ffffff",
+            "black",
+            "·".into(),
+            format!("PU P#{os}: no task"),
+        ),
     }
 }
 
@@ -369,12 +379,22 @@ mod tests {
         assert!(svg.contains("a &lt;b&gt;"));
         assert_eq!(svg.matches("<title>PU P#").count(), 4);
         assert!(svg.contains("<title>PU P#1: reserved</title>"));
-        assert!(svg.contains("<title>PU P#3: another job&apos;s</title>") || svg.contains("<title>PU P#3: another job's</title>"));
+        assert!(
+            svg.contains("<title>PU P#3: another job&apos;s</title>")
+                || svg.contains("<title>PU P#3: another job's</title>")
+        );
         // The GPU rank 0 got has rank 0's fill; the other is white and says so.
-        assert!(svg.contains(&format!("fill=\"{}\" stroke=\"black\"/><text x=\"{}\" y=\"", FILLS[0], 4 + PAD)));
+        assert!(svg.contains(&format!(
+            "fill=\"{}\" stroke=\"black\"/><text x=\"{}\" y=\"",
+            FILLS[0],
+            4 + PAD
+        )));
         assert!(svg.contains("GPU 1 (rank 0)") && svg.contains("GPU 2 (no task)"));
         // The model is cut to the box, whole in the tooltip.
-        assert!(svg.contains("NVIDIA H100 80GB HBM3 with …") && svg.contains("HBM3 with a much longer name: rank 0</title>"));
+        assert!(
+            svg.contains("NVIDIA H100 80GB HBM3 with …")
+                && svg.contains("HBM3 with a much longer name: rank 0</title>")
+        );
         // The legend names rank 0, reserved, another job's and no task.
         for entry in [">rank 0<", ">reserved<", ">another job's<", ">no task<"] {
             assert!(svg.contains(entry), "legend lacks {entry}");
