@@ -1,0 +1,137 @@
+//! Why a selection cannot be dealt to the tasks, each message saying what to change.
+
+use crate::unit::Unit;
+
+/// The selection cannot be dealt to the tasks.
+#[derive(Debug, thiserror::Error)]
+pub enum DistributeError {
+    /// Per-rank rules took every CPU before the other ranks were planned.
+    #[error("{origin}: the `ranks:` rules ({rules}) take every cpu, leaving none for the other {rest} rank(s); give the rules fewer resources or add `bind: none` ranks")]
+    RulesTakeAll {
+        /// The shape.
+        origin: String,
+        /// The rules' keys.
+        rules: String,
+        /// How many ranks are left to plan.
+        rest: usize,
+    },
+    /// Fewer units than tasks.
+    #[error(
+        "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node{finer}",
+        finer = if *.unit == Unit::Core {
+            ", select more resources, or bind to a finer unit (`bind: pu`)"
+        } else {
+            " or select more resources"
+        }
+    )]
+    TooFewUnits {
+        /// The shape file.
+        origin: String,
+        /// Tasks that share the pool.
+        tasks: usize,
+        /// Units in the pool.
+        units: usize,
+        /// The unit.
+        unit: Unit,
+        /// Which part of the pool, for GPU localities (` near gpu:0 (package:0)`).
+        scope: String,
+    },
+    /// A `bind:` width that some chosen units lie outside of (SEMANTICS §11).
+    #[error("{origin}: `bind: {width}` cannot widen {units}: {why}")]
+    WidthMissing {
+        /// The shape file.
+        origin: String,
+        /// The width asked for, as hwloc names it.
+        width: String,
+        /// How many units lie outside, and which (`16 unit(s), core:16-31`).
+        units: String,
+        /// Why (the node has none of that type, or these units lie outside them) and a
+        /// width that covers them, or what else to do.
+        why: String,
+    },
+    /// `interleave` with unit core.
+    #[error(
+        "{origin}: pattern `interleave` deals PUs of cores and needs unit pu, but the unit is {unit} ({rule}); {fix}",
+        fix = if *.unit == Unit::None {
+            "`bind: none` deals nothing, so drop `pattern: interleave` (or bind to `pu`)"
+        } else {
+            "add `bind: pu` to `options` or use `packed`/`scatter`"
+        }
+    )]
+    InterleaveNeedsPu {
+        /// The shape file.
+        origin: String,
+        /// The unit the shape has.
+        unit: Unit,
+        /// How the unit was chosen.
+        rule: String,
+    },
+    /// More GPUs asked for than the node has.
+    #[error("{origin}: {tasks} task(s) × {per_task} GPU(s) per task need {need} GPU(s), but {source_desc} has {have}{hint}")]
+    TooFewGpus {
+        /// The shape file.
+        origin: String,
+        /// Local tasks.
+        tasks: usize,
+        /// GPUs per task.
+        per_task: usize,
+        /// Total needed.
+        need: usize,
+        /// GPUs found.
+        have: usize,
+        /// The topology source.
+        source_desc: String,
+        /// What to do.
+        hint: String,
+    },
+    /// More tasks than slots.
+    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} task{s} per node, or ask for more, smaller slots", s = if *.slots == 1 { "" } else { "s" })]
+    TooFewSlots {
+        /// The shape file.
+        origin: String,
+        /// Local tasks.
+        tasks: usize,
+        /// Slots taken.
+        slots: usize,
+        /// Where the slots are (`2 in package:0, 1 in package:1`).
+        detail: String,
+        /// The topology source.
+        source_desc: String,
+    },
+    /// A slot whose `with` took devices but no CPUs.
+    #[error("{origin}: slot {slot} (in {within}) has no CPUs, only devices; add a `core` or `pu` item inside the slot so its task has CPUs to run on")]
+    SlotWithoutCpus {
+        /// The shape file.
+        origin: String,
+        /// The slot, by position.
+        slot: usize,
+        /// Its parent.
+        within: String,
+    },
+    /// `gpu-local` tasks whose GPUs' localities overlap cannot all get CPUs of their own.
+    #[error("{origin}: `gpu-local` cannot give {tasks} task(s){scope} CPUs of their own: {units} {unit} are left there after tasks with narrower GPU localities took theirs; give each task GPUs near one another (lower `gpus-per-task`) or run fewer tasks")]
+    OverlappingLocality {
+        /// The shape file.
+        origin: String,
+        /// Tasks in the group.
+        tasks: usize,
+        /// Units left to them.
+        units: usize,
+        /// The unit.
+        unit: Unit,
+        /// The GPUs, for the message (` near gpu:2 (package:0), gpu:3 (package:1)`).
+        scope: String,
+    },
+    /// `gpu-remote` on a node where no NUMA node is free of the task's GPUs.
+    #[error("{origin}: `bind: gpu-remote` needs a NUMA node without gpu:{gpu}, but {source_desc} has {numa} NUMA node(s) with CPUs and all are near it; use `gpu-local` here")]
+    NoRemoteNuma {
+        /// The shape file.
+        origin: String,
+        /// The GPU.
+        gpu: usize,
+        /// NUMA nodes with CPUs.
+        numa: usize,
+        /// The topology source.
+        source_desc: String,
+    },
+}

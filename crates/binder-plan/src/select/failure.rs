@@ -1,0 +1,96 @@
+//! Why a request could not be met: the outermost failing request with the reason inside,
+//! written as the one `binder:` line (what was asked, where, how many there are, what to
+//! change).
+
+use std::fmt;
+
+use crate::shape::{CoreKind, Count, ObjType};
+
+/// The shape asks for more than this node has.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: {failure}")]
+pub struct SelectError {
+    /// The shape file, for the message.
+    pub origin: String,
+    /// The outermost request that failed, with the reason inside.
+    pub failure: Failure,
+}
+
+/// One request that could not be met, and why.
+#[derive(Debug)]
+pub struct Failure {
+    /// Where the request stands in the shape (`resources[0].with[1]`).
+    pub path: String,
+    /// What it asked for.
+    pub kind: ObjType,
+    /// How many.
+    pub count: Count,
+    /// Where it looked: `the node` or an object such as `package:1`.
+    pub within: String,
+    /// Objects of the type in that scope (allowed ones); for a slot without `with`, the
+    /// binding units there.
+    pub total: usize,
+    /// Objects there that were not already taken.
+    pub free: usize,
+    /// Objects that qualified.
+    pub qualified: usize,
+    /// Why the first free object did not qualify, when a nested request failed.
+    pub inner: Option<Box<Failure>>,
+    /// For a slot cut from free units: the unit it counts.
+    pub unit: Option<ObjType>,
+    /// The core kind the request is limited to (SEMANTICS §12).
+    pub core_kind: Option<CoreKind>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.core_kind {
+            Some(k) => format!("{k} {}", self.kind.hwloc_name()),
+            None => self.kind.hwloc_name().to_owned(),
+        };
+        write!(
+            f,
+            "{} asks for {} {kind} in {}, ",
+            self.path, self.count, self.within
+        )?;
+        if let Some(unit) = self.unit {
+            let unit = unit.hwloc_name();
+            return write!(
+                f,
+                "which has {} free {unit} ({} allowed); lower `count`, use `count: all`, or run fewer tasks",
+                self.free, self.total
+            );
+        }
+        if self.kind == ObjType::Slot {
+            return match &self.inner {
+                Some(inner) if self.qualified == 0 => write!(f, "but not one fits: {inner}"),
+                Some(inner) => write!(f, "but only {} fit: {inner}", self.qualified),
+                None => write!(f, "but not one fits"),
+            };
+        }
+        if self.total == 0 && self.core_kind.is_some() {
+            return write!(
+                f,
+                "which has no allowed {kind}: hwloc's CPU kinds (`lstopo --cpukinds`) have none there; drop `kind` or run where there are some"
+            );
+        }
+        if self.total == 0 {
+            return write!(
+                f,
+                "which has no allowed {kind}; choose a type it has (see `lstopo`)"
+            );
+        }
+        let have = format!("{} allowed {kind} ({} free)", self.total, self.free);
+        match &self.inner {
+            Some(inner) if self.qualified == 0 => write!(f, "but none of its {have} qualifies: {inner}"),
+            Some(inner) => write!(f, "but only {} of its {have} qualify: {inner}", self.qualified),
+            None if self.free == self.total => {
+                write!(f, "which has {have}; lower `count` or use `count: all`")
+            }
+            None => write!(
+                f,
+                "which has {have}, the rest already taken by earlier items; lower `count` or use `count: all`"
+            ),
+        }
+    }
+}
