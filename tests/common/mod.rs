@@ -66,6 +66,13 @@ pub fn binder_exe() -> &'static str {
 /// launcher environment (the test runner may itself run under one).
 pub fn binder() -> Command {
     let mut cmd = Command::new(binder_exe());
+    isolated(&mut cmd);
+    cmd
+}
+
+/// `cmd` as binder's tests run anything that runs binder: from the repository root, no
+/// launcher variables, no site file, a node ledger of its own.
+pub fn isolated(cmd: &mut Command) -> &mut Command {
     cmd.current_dir(root());
     for (key, _) in std::env::vars() {
         if is_launcher_var(&key) {
@@ -77,8 +84,7 @@ pub fn binder() -> Command {
     // Tests run in parallel: each launch gets a node ledger of its own, so two tests'
     // tasks never see each other as jobs on the same node (the ledger's tests share one
     // on purpose).
-    cmd.env("BINDER_LEDGER_DIR", private_ledger());
-    cmd
+    cmd.env("BINDER_LEDGER_DIR", private_ledger())
 }
 
 /// A fresh, not yet created, node ledger directory for one test.

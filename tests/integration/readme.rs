@@ -83,8 +83,8 @@ fn matches(expected: &[String], actual: &[String]) -> bool {
 }
 
 /// Runs one README command line as a user would from the repository root: `sh`, the
-/// binder under test first on `PATH`, no launcher variables, no site file, a private
-/// ledger. Returns the exit code and the output lines.
+/// binder under test first on `PATH`, isolated as every test's binder is
+/// ([`common::isolated`]). Returns the exit code and the output lines.
 fn run(command: &str) -> (Option<i32>, Vec<String>) {
     let bin = std::path::Path::new(common::binder_exe()).parent().unwrap();
     let path = format!(
@@ -93,18 +93,11 @@ fn run(command: &str) -> (Option<i32>, Vec<String>) {
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new("sh");
-    cmd.arg("-c")
+    common::isolated(&mut cmd)
+        .arg("-c")
         .arg(format!("exec 2>&1; {command}"))
-        .current_dir(common::root())
         .env("PATH", path)
-        .env("NO_COLOR", "1")
-        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
-        .env("BINDER_LEDGER_DIR", common::private_ledger());
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) {
-            cmd.env_remove(&key);
-        }
-    }
+        .env("NO_COLOR", "1");
     let out = cmd.output().expect("sh runs");
     let text = String::from_utf8_lossy(&out.stdout);
     let lines = text.lines().map(|l| l.trim_end().to_string()).collect();

@@ -61,6 +61,17 @@ pub struct Device {
     pub ranks: Vec<usize>,
 }
 
+impl Device {
+    /// Who got it, as both pictures say it: `rank 0`, `ranks 0-3`, `no task`.
+    pub fn holders(&self) -> String {
+        match self.ranks.as_slice() {
+            [] => "no task".to_owned(),
+            [r] => format!("rank {r}"),
+            ranks => format!("ranks {}", binder_core::text::index_ranges(ranks)),
+        }
+    }
+}
+
 /// The PUs no task may get: reserved, and held by other jobs (OS numbers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocked {
@@ -352,11 +363,7 @@ fn draw(node: &Node, depth: usize, look: Look, out: &mut impl Write) -> io::Resu
 /// One line per device: `GPU 1 0000:5f:00.0 NVIDIA H100 80GB HBM3: rank 0`.
 fn draw_devices(devices: &[Device], depth: usize, out: &mut impl Write) -> io::Result<()> {
     for d in devices {
-        let who = match d.ranks.as_slice() {
-            [] => "no task".to_owned(),
-            [r] => format!("rank {r}"),
-            ranks => format!("ranks {}", binder_core::text::index_ranges(ranks)),
-        };
+        let who = d.holders();
         writeln!(
             out,
             "{}{} {} {}: {who}",

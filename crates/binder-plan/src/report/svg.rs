@@ -140,11 +140,7 @@ fn device_fill(device: &Device) -> &'static str {
 }
 
 fn draw_device(device: &Device, x: u32, y: u32, out: &mut String) {
-    let who = match device.ranks.as_slice() {
-        [] => "no task".to_owned(),
-        [r] => format!("rank {r}"),
-        ranks => format!("ranks {}", binder_core::text::index_ranges(ranks)),
-    };
+    let who = device.holders();
     let model: String = if device.model.chars().count() > DEV_CHARS {
         let cut: String = device.model.chars().take(DEV_CHARS - 1).collect();
         format!("{cut}…")
