@@ -12,7 +12,7 @@ use binder_core::launch::line::{job_text, Requests};
 use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
 use binder_plan::topology::{self, Source};
-use binder_plan::{fill_ge_topology, load_topology, plan};
+use binder_plan::{fill_ge_topology, load_topology, plan, PlanRequest};
 use binder_plan::{ge, report};
 
 mod ledgered;
@@ -212,27 +212,18 @@ pub fn run(
     let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
     topology.set_gpu_grant(grant);
+    let request = PlanRequest::new(&shape, &topology, identity.size)
+        .origin(&origin)
+        .gpus_per_task(config.gpus_per_task);
     if config.action == Action::Explain {
         let header = format!("binder explain {origin} on {}", config.source);
         let ranks = identity.rank_known.then_some([identity.rank]);
-        let (text, result) = binder_plan::explain::explain(
-            &shape,
-            &origin,
-            &topology,
-            (identity.size, ranks.as_ref().map(|r| &r[..])),
-            config.gpus_per_task,
-            &header,
-        );
+        let (text, result) =
+            binder_plan::explain::explain(&request, ranks.as_ref().map(|r| &r[..]), &header);
         out.write_all(text.as_bytes()).map_err(Error::Output)?;
         return result.map_err(Error::from);
     }
-    let mut plan = plan(
-        &shape,
-        &origin,
-        &topology,
-        identity.size,
-        config.gpus_per_task,
-    )?;
+    let mut plan = plan(&request)?;
     if let Some(pair) = &cache {
         let views = binder_plan::around::views(&plan, &shape);
         let pack = shape.options.pack.unwrap_or_default().into();

@@ -34,8 +34,20 @@ struct Item {
     depth: u8,
 }
 
-const KINDS: [&str; 8] = ["machine", "socket", "numa", "l3", "core", "pu", "slot", "group"];
-const BINDS: [&str; 9] = ["", "core", "pu", "none", "numa", "socket", "l3", "l2", "gpu-local"];
+const KINDS: [&str; 8] = [
+    "machine", "socket", "numa", "l3", "core", "pu", "slot", "group",
+];
+const BINDS: [&str; 9] = [
+    "",
+    "core",
+    "pu",
+    "none",
+    "numa",
+    "socket",
+    "l3",
+    "l2",
+    "gpu-local",
+];
 const PATTERNS: [&str; 3] = ["packed", "scatter", "interleave"];
 
 fuzz_target!(|input: Input| {
@@ -53,7 +65,8 @@ fuzz_target!(|input: Input| {
     // A tree from the flat item list: each item nests at most one level below the last.
     let mut yaml = format!(
         "options:\n  pattern: {}\n  reverse: {}\n",
-        PATTERNS[input.pattern as usize % 3], input.reverse
+        PATTERNS[input.pattern as usize % 3],
+        input.reverse
     );
     let bind = BINDS[input.bind as usize % BINDS.len()];
     if !bind.is_empty() {
@@ -62,7 +75,11 @@ fuzz_target!(|input: Input| {
     yaml.push_str("resources:\n");
     let mut depth = 0usize;
     for (i, item) in input.items.iter().take(6).enumerate() {
-        let d = if i == 0 { 0 } else { (item.depth as usize % 3).min(depth + 1) };
+        let d = if i == 0 {
+            0
+        } else {
+            (item.depth as usize % 3).min(depth + 1)
+        };
         if d > depth {
             yaml.push_str(&format!("{}  with:\n", "    ".repeat(depth)));
         }
@@ -83,7 +100,9 @@ fuzz_target!(|input: Input| {
     };
     let topo = topology::load(&Source::Synthetic(desc.clone()), false).expect("valid synthetic");
     let tasks = input.tasks as usize % 12 + 1;
-    let Ok(plan) = binder_plan::plan(&shape, "f.yaml", &topo, tasks, None) else {
+    let Ok(plan) =
+        binder_plan::plan(&binder_plan::PlanRequest::new(&shape, &topo, tasks).origin("f.yaml"))
+    else {
         return;
     };
     assert_eq!(plan.tasks.len(), tasks);
@@ -93,13 +112,19 @@ fuzz_target!(|input: Input| {
     for task in &plan.tasks {
         assert!(allowed.includes(&task.cpuset), "{desc}\n{yaml}");
         if !widened {
-            assert!(!task.cpuset.intersects(&union), "tasks overlap: {desc}\n{yaml}n={tasks}");
+            assert!(
+                !task.cpuset.intersects(&union),
+                "tasks overlap: {desc}\n{yaml}n={tasks}"
+            );
         }
         union |= &task.cpuset;
     }
     let unbound = plan.unit.unit == binder_plan::unit::Unit::None;
     if plan.slots == 0 && !unbound {
         let k = plan.tasks[0].units.len();
-        assert!(k > 0 && plan.tasks.iter().all(|t| t.units.len() == k), "{desc}\n{yaml}");
+        assert!(
+            k > 0 && plan.tasks.iter().all(|t| t.units.len() == k),
+            "{desc}\n{yaml}"
+        );
     }
 });

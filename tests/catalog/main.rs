@@ -126,7 +126,9 @@ fn catalog() {
                 text.push_str(&format!(
                     "$ binder --dry-run {flag} --local-size {n} {origin}\n"
                 ));
-                match binder_plan::plan(&shape, &origin, topology, n, None) {
+                match binder_plan::plan(
+                    &binder_plan::PlanRequest::new(&shape, topology, n).origin(&origin),
+                ) {
                     Ok(plan) => {
                         let mut out = Vec::new();
                         report::render(

@@ -42,7 +42,9 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
             let text = std::fs::read_to_string(root().join("shapes").join(file)).unwrap();
             let shape = Shape::from_yaml(&text, file).unwrap();
             for n in [1, 2, 3] {
-                let Ok(plan) = binder_plan::plan(&shape, file, &topo, n, None) else {
+                let Ok(plan) = binder_plan::plan(
+                    &binder_plan::PlanRequest::new(&shape, &topo, n).origin(file),
+                ) else {
                     continue;
                 };
                 let views: Vec<TaskView> = (0..n)

@@ -41,7 +41,9 @@ fn a_missing_bind_width_is_refused_never_dropped() {
             )
             .unwrap();
             let n = cores.len().min(4);
-            match binder_plan::plan(&shape, "w.yaml", &topo, n, None) {
+            match binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topo, n).origin("w.yaml"),
+            ) {
                 Ok(plan) => {
                     planned += 1;
                     for task in &plan.tasks {
@@ -103,9 +105,11 @@ fn numa_width_on_the_offline_cpu_xeon_names_the_cores_and_package() {
         "numa-bind.yaml",
     )
     .unwrap();
-    let err = binder_plan::plan(&shape, "numa-bind.yaml", &topo, 16, None)
-        .unwrap_err()
-        .to_string();
+    let err = binder_plan::plan(
+        &binder_plan::PlanRequest::new(&shape, &topo, 16).origin("numa-bind.yaml"),
+    )
+    .unwrap_err()
+    .to_string();
     assert_eq!(
         err,
         "numa-bind.yaml: `bind: numa` cannot widen 9 unit(s), core:0-8: they lie in no numa of this node; select only units inside one, or use `bind: package`, which covers them"
@@ -165,7 +169,10 @@ fn kind_balanced_gives_every_task_as_many_cores_of_each_kind() {
         let p = cores.iter().filter(|c| is_fast(c)).count();
         let e = cores.len() - p;
         for n in 2..=4 {
-            let plan = binder_plan::plan(&shape, "balanced.yaml", &topo, n, None).unwrap();
+            let plan = binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topo, n).origin("balanced.yaml"),
+            )
+            .unwrap();
             for task in &plan.tasks {
                 let got_p = task.units.iter().filter(|u| is_fast(&u.pus)).count();
                 let got_e = task.units.len() - got_p;

@@ -298,7 +298,10 @@ fn launch_child() {
     let shape =
         binder_plan::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
     let topology = topology::load(&Source::Xml(xml.into()), true).unwrap();
-    let plan = binder_plan::plan(&shape, "gpu-devices-only.yaml", &topology, 2, None).unwrap();
+    let plan = binder_plan::plan(
+        &binder_plan::PlanRequest::new(&shape, &topology, 2).origin("gpu-devices-only.yaml"),
+    )
+    .unwrap();
     let identity = binder_core::identity::Identity::given(1, 2);
     let command: Vec<std::ffi::OsString> =
         ["sh", "-c", "env | grep -E '^(CUDA|ROCR|ZE|BINDER)_' | sort"]

@@ -19,14 +19,18 @@ fn two_packages() -> Topology {
 fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>, String> {
     let mut shape = Shape::from_yaml(yaml, "t.yaml").unwrap();
     shape.options.pack = Some(pack);
-    binder_plan::pack::plan_around(&shape, "t.yaml", &two_packages(), 1, None, held)
-        .map(|p| {
-            p.tasks
-                .iter()
-                .map(|t| binder_plan::report::cpus_of(&t.cpuset))
-                .collect()
-        })
-        .map_err(|e| e.to_string())
+    binder_plan::pack::plan_around(
+        &binder_plan::PlanRequest::new(&shape, &two_packages(), 1)
+            .origin("t.yaml")
+            .held(held),
+    )
+    .map(|p| {
+        p.tasks
+            .iter()
+            .map(|t| binder_plan::report::cpus_of(&t.cpuset))
+            .collect()
+    })
+    .map_err(|e| e.to_string())
 }
 
 const TWO_CORES: &str = "resources:\n  - type: core\n    count: 2\n";

@@ -86,8 +86,12 @@ fn master_worker_is_cores_packed_for_the_other_ranks() {
         let topology = binder_plan::topology::load(&source, false).unwrap();
         for n in [2, 3, 8] {
             let (m, p) = match (
-                binder_plan::plan(&master, "m", &topology, n, None),
-                binder_plan::plan(&packed, "p", &topology, n - 1, None),
+                binder_plan::plan(
+                    &binder_plan::PlanRequest::new(&master, &topology, n).origin("m"),
+                ),
+                binder_plan::plan(
+                    &binder_plan::PlanRequest::new(&packed, &topology, n - 1).origin("p"),
+                ),
             ) {
                 (Ok(m), Ok(p)) => (m, p),
                 // Too few cores for n-1 tasks: both refuse.

@@ -55,7 +55,9 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
         for (file, kind, whole, scatter) in SLOT_SHAPES {
             let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
             // All slots first: that run names every slot's parent.
-            let slots = match binder_plan::plan(&shape, file, &topo, 1, None) {
+            let slots = match binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topo, 1).origin(file),
+            ) {
                 Ok(plan) => plan.slots,
                 Err(e) => {
                     // Legitimate refusals: the node has no such parent, or no parent holds
@@ -70,7 +72,10 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
                     continue;
                 }
             };
-            let full = binder_plan::plan(&shape, file, &topo, slots, None).expect("every slot");
+            let full = binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topo, slots).origin(file),
+            )
+            .expect("every slot");
             let parent_sets = hwloc_objects(&xml, kind);
             let lines: Vec<String> = (0..slots).map(|r| mask(&cpus(&full, r))).collect();
             let touched = hwloc_calc_lines(&xml, &["--intersect", kind], &lines);
@@ -140,7 +145,10 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
                 .into_iter()
                 .filter(|&n| n >= 1 && n <= slots)
             {
-                let plan = binder_plan::plan(&shape, file, &topo, n, None).unwrap();
+                let plan = binder_plan::plan(
+                    &binder_plan::PlanRequest::new(&shape, &topo, n).origin(file),
+                )
+                .unwrap();
                 for r in 0..n {
                     assert_eq!(
                         cpus(&plan, r),
@@ -152,9 +160,11 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
             }
             cases += 1;
             // One more task than slots is refused, saying how many fit.
-            let err = binder_plan::plan(&shape, file, &topo, slots + 1, None)
-                .unwrap_err()
-                .to_string();
+            let err = binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topo, slots + 1).origin(file),
+            )
+            .unwrap_err()
+            .to_string();
             assert!(
                 err.contains(&format!("only {slots} slot(s)")),
                 "{name} {file}: {err}"
@@ -204,7 +214,11 @@ fn gpu_shapes_never_give_two_tasks_one_pu() {
             for n in 1..=8 {
                 for g in 0..=3 {
                     let per_task = (g > 0).then_some(g);
-                    let plan = match binder_plan::plan(&shape, file, &topo, n, per_task) {
+                    let plan = match binder_plan::plan(
+                        &binder_plan::PlanRequest::new(&shape, &topo, n)
+                            .origin(file)
+                            .gpus_per_task(per_task),
+                    ) {
                         Ok(plan) => plan,
                         Err(e) => {
                             let text = e.to_string();
@@ -244,7 +258,12 @@ fn gpu_local_with_overlapping_localities_on_aws_g4dn_stays_disjoint() {
     let xml = xml_path(&shared, "aws-g4dn-metal-2s-48c-smt2-8t4.xml");
     let topo = topology::load(&Source::Xml(xml.clone()), true).unwrap();
     let shape = Shape::from_file(&root().join("shapes/gpu-local.yaml")).unwrap();
-    let plan = binder_plan::plan(&shape, "gpu-local.yaml", &topo, 2, Some(3)).unwrap();
+    let plan = binder_plan::plan(
+        &binder_plan::PlanRequest::new(&shape, &topo, 2)
+            .origin("gpu-local.yaml")
+            .gpus_per_task(Some(3)),
+    )
+    .unwrap();
     assert!(!plan.tasks[0].cpuset.intersects(&plan.tasks[1].cpuset));
     // Rank 0's GPUs 0-2 are all on package 0 (hwloc-calc pci=… answers package:0's
     // cpuset), so it gets that package; rank 1 is left package 1.
@@ -272,7 +291,11 @@ fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
             let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
             for n in 1..=8 {
                 for g in 1..=3 {
-                    let Ok(plan) = binder_plan::plan(&shape, file, &topo, n, Some(g)) else {
+                    let Ok(plan) = binder_plan::plan(
+                        &binder_plan::PlanRequest::new(&shape, &topo, n)
+                            .origin(file)
+                            .gpus_per_task(Some(g)),
+                    ) else {
                         continue;
                     };
                     planned += 1;
@@ -316,7 +339,9 @@ fn nic_near_shape_names_the_nearest_nic() {
     for name in all_topologies(&shared) {
         let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), true).unwrap();
         let nics = binder_plan::nic::discover(&topo);
-        let plan = match binder_plan::plan(&shape, "nic-near.yaml", &topo, 1, None) {
+        let plan = match binder_plan::plan(
+            &binder_plan::PlanRequest::new(&shape, &topo, 1).origin("nic-near.yaml"),
+        ) {
             Ok(plan) => plan,
             Err(e) => {
                 // No NIC, or none whose locality fits in one socket (attached to the machine).
@@ -356,7 +381,9 @@ fn per_rank_rules_plan_around_each_other() {
         "t.yaml",
     )
     .unwrap();
-    let plan = binder_plan::plan(&shape, "t.yaml", &topology, 4, None).unwrap();
+    let plan =
+        binder_plan::plan(&binder_plan::PlanRequest::new(&shape, &topology, 4).origin("t.yaml"))
+            .unwrap();
     assert_eq!(cpus(&plan, 0), Vec::<usize>::new());
     assert_eq!(plan.tasks[0].rule.as_deref(), Some("0"));
     assert_eq!(cpus(&plan, 1), [0, 1]);
@@ -380,9 +407,10 @@ fn per_rank_rules_plan_around_each_other() {
         "g.yaml",
     )
     .unwrap();
-    let e = binder_plan::plan(&greedy, "g.yaml", &topology, 2, None)
-        .unwrap_err()
-        .to_string();
+    let e =
+        binder_plan::plan(&binder_plan::PlanRequest::new(&greedy, &topology, 2).origin("g.yaml"))
+            .unwrap_err()
+            .to_string();
     assert!(
         e.starts_with("g.yaml: the `ranks:` rules (0) take every cpu"),
         "{e}"

@@ -248,7 +248,9 @@ fn plans_match_the_model_and_refusals_are_the_predicted_ones() {
             let yaml = m.yaml();
             let shape = Shape::from_yaml(&yaml, "p.yaml").expect("generated shapes are valid");
             let topology = topology::load(&Source::Synthetic(m.node.desc()), false).unwrap();
-            let got = binder_plan::plan(&shape, "p.yaml", &topology, m.tasks, None);
+            let got = binder_plan::plan(
+                &binder_plan::PlanRequest::new(&shape, &topology, m.tasks).origin("p.yaml"),
+            );
             match (m.expected(), got) {
                 (Some(want), Ok(plan)) => {
                     planned.set(planned.get() + 1);

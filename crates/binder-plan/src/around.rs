@@ -11,6 +11,7 @@ use crate::error::PlanError;
 use crate::gpu::Grant;
 use crate::shape::Shape;
 use crate::topology::Topology;
+use crate::PlanRequest;
 use crate::{pack, report};
 use binder_core::cache::launch as cache;
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
@@ -106,7 +107,7 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
             return Ok(views);
         }
         let t = self.load()?;
-        let plan = crate::plan(shape, job.origin, &t, identity.size, job.gpus_per_task)?;
+        let plan = crate::plan(&request(job, shape, &t))?;
         let views = views(&plan, shape);
         if let Some(pair) = &cache {
             let pack = shape.options.pack.unwrap_or_default().into();
@@ -160,19 +161,17 @@ fn around<E: From<PlanError> + From<LedgerError>>(
     t: &mut Topology,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, E> {
-    let identity = job.identity;
-    let (size, gpus) = (identity.size, job.gpus_per_task);
     let mut held_gpus: BTreeSet<String> = scan.gpus().into_iter().collect();
     held_gpus.extend(avoid.gpus.iter().cloned());
     t.set_gpu_grant(grant.clone().holding(held_gpus.into_iter().collect()));
-    if let Ok(plan) = crate::plan(shape, job.origin, t, size, gpus) {
+    if let Ok(plan) = crate::plan(&request(job, shape, t)) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
             return Ok(views(&plan, shape));
         }
     }
     let loads = loads(t, scan, avoid);
     let held: Vec<usize> = loads.keys().copied().collect();
-    let plan = match pack::plan_around(shape, job.origin, t, size, gpus, &held) {
+    let plan = match pack::plan_around(&request(job, shape, t).held(&held)) {
         Ok(plan) => {
             if job.verbose {
                 binder_core::text::emit(
@@ -191,7 +190,7 @@ fn around<E: From<PlanError> + From<LedgerError>>(
         Err(refusal) => {
             // Would it fit on an empty node? Then the other jobs are why.
             t.set_gpu_grant(grant.clone());
-            let Ok(alone) = crate::plan(shape, job.origin, t, size, gpus) else {
+            let Ok(alone) = crate::plan(&request(job, shape, t)) else {
                 return Err(refusal.into());
             };
             if !shape.options.share {
@@ -220,14 +219,7 @@ fn shared(
             .filter(|(_, &n)| n > k)
             .map(|(&p, _)| p)
             .collect();
-        let planned = pack::plan_around(
-            shape,
-            job.origin,
-            t,
-            job.identity.size,
-            job.gpus_per_task,
-            &skip,
-        );
+        let planned = pack::plan_around(&request(job, shape, t).held(&skip));
         if let Ok(plan) = planned {
             if job.verbose {
                 binder_core::text::emit(
@@ -331,4 +323,11 @@ fn occupied(
         them: if one { "it" } else { "them" },
         their: if one { "its" } else { "their" },
     }
+}
+
+/// The plan request of `job` for `shape` on `t`, nothing held yet.
+fn request<'a>(job: &'a Job<'_>, shape: &'a Shape, t: &'a Topology) -> PlanRequest<'a> {
+    PlanRequest::new(shape, t, job.identity.size)
+        .origin(job.origin)
+        .gpus_per_task(job.gpus_per_task)
 }

@@ -13,33 +13,23 @@ use crate::error::PlanError as Error;
 use crate::report::{self, CpusetFormat, Format};
 use crate::select::Step;
 use crate::shape::{Pattern, Shape};
-use crate::topology::Topology;
 use crate::unit::{self, Rule, Unit};
+use crate::PlanRequest;
 
 /// Passed-over objects listed per request before "… and N more".
 const SHOWN: usize = 6;
 
-/// Explains the plan of `shape` for `local_size` tasks on `topology`, showing the
-/// placement of `ranks` (every task when `None`), as the dry-run does: the text, and the
-/// plan's refusal, if any, which the text explains (the caller prints its `binder:` line).
+/// Explains `request`'s plan, showing the placement of `ranks` (every task when `None`),
+/// as the dry-run does: the text, and the plan's refusal, if any, which the text explains
+/// (the caller prints its `binder:` line).
 pub fn explain(
-    shape: &Shape,
-    origin: &str,
-    topology: &Topology,
-    (local_size, ranks): (usize, Option<&[usize]>),
-    gpus_per_task: Option<usize>,
+    request: &PlanRequest<'_>,
+    ranks: Option<&[usize]>,
     header: &str,
 ) -> (String, Result<(), Error>) {
     let mut steps = Vec::new();
-    let result = crate::plan_traced(
-        shape,
-        origin,
-        topology,
-        local_size,
-        gpus_per_task,
-        &[],
-        Some(&mut steps),
-    );
+    let result = crate::plan_traced(request, &mut steps);
+    let (shape, local_size) = (request.shape, request.local_size);
     let mut out = Vec::new();
     // Writing into memory cannot fail.
     let _ = write(

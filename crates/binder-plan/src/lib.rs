@@ -32,4 +32,4 @@ pub mod unit;
 pub mod view;
 
 pub use error::PlanError;
-pub use planner::{fill_ge_topology, load_topology, plan, plan_taking, plan_traced, preview};
+pub use planner::{fill_ge_topology, load_topology, plan, plan_traced, preview, PlanRequest};

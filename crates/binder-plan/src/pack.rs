@@ -22,8 +22,9 @@ use crate::distribute::Plan;
 use crate::error::PlanError as Error;
 use crate::ge::request::{Mark, Request, Strategy};
 use crate::ge::Letter;
-use crate::shape::{ObjType, Pack, Shape};
+use crate::shape::{ObjType, Pack};
 use crate::topology::Topology;
+use crate::PlanRequest;
 
 /// Each object of type `kind` as its allowed PUs (OS numbers), in logical order; objects
 /// with none are left out.
@@ -91,24 +92,18 @@ pub fn into_request(request: &mut Request, pack: Pack) {
     }
 }
 
-/// Plans `shape` around the PUs `held` by other jobs, with the shape's packing policy.
-pub fn plan_around(
-    shape: &Shape,
-    origin: &str,
-    topology: &Topology,
-    local_size: usize,
-    gpus_per_task: Option<usize>,
-    held: &[usize],
-) -> Result<Plan, Error> {
+/// Plans `request` around the PUs it holds (`held`, other jobs'), with the shape's packing
+/// policy.
+pub fn plan_around(request: &PlanRequest<'_>) -> Result<Plan, Error> {
+    let (shape, topology) = (request.shape, request.topology);
     let allowed = topology.hw().allowed_cpuset();
-    let held: Vec<usize> = held
+    let held: Vec<usize> = request
+        .held
         .iter()
         .copied()
         .filter(|&p| allowed.is_set(p))
         .collect();
-    let plan = |skip: &[usize]| {
-        crate::plan_taking(shape, origin, topology, local_size, gpus_per_task, skip)
-    };
+    let plan = |skip: &[usize]| crate::plan(&request.held(skip));
     if held.is_empty() {
         return plan(&[]);
     }

@@ -1,5 +1,5 @@
-//! Loads the node's hardware topology through hwloc: the host, an XML export or a
-//! synthetic description. This is the only file that builds an hwloc topology.
+//! The node's hardware topology through hwloc (the host, an XML export or a synthetic
+//! description; [`load`] builds it) and the questions every stage asks of it.
 //!
 //! hwloc's default view is used on purpose: PUs outside the process's cgroup, offline PUs
 //! and disallowed NUMA nodes are not in the tree, so every later stage sees only what a
@@ -7,46 +7,16 @@
 //! for, because on a host it costs more than the rest of binder together.
 
 mod ge_tree;
+mod load;
 pub use ge_tree::to_xml;
+pub use load::{load, Source, TopologyError, MAX_SYNTHETIC_PUS};
 
 use std::collections::HashMap;
-use std::fmt;
-use std::path::PathBuf;
 
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
-use hwlocality::topology::builder::TypeFilter;
 
 use crate::shape::ObjType;
-
-/// Where the topology comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The machine binder runs on.
-    Host,
-    /// An hwloc XML export (`lstopo --of xml`).
-    Xml(PathBuf),
-    /// An hwloc synthetic description such as `"pack:2 numa:2 core:8 pu:2"`.
-    Synthetic(String),
-    /// A Grid Engine topology string such as `NSXCCccSXCCCC` (SEMANTICS §12): lowercase
-    /// units are taken by other jobs.
-    GeString(String),
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Host => f.write_str("this host"),
-            Source::Xml(path) => write!(f, "XML `{}`", path.display()),
-            Source::Synthetic(desc) => write!(f, "synthetic \"{desc}\""),
-            Source::GeString(text) => write!(
-                f,
-                "topology string {}",
-                binder_core::text::clip(text, binder_core::text::QUOTE_MAX)
-            ),
-        }
-    }
-}
 
 /// A loaded topology and where it came from.
 pub struct Topology {
@@ -77,142 +47,6 @@ const CPU_SIDE: [ObjectType; 10] = [
     ObjectType::Core,
     ObjectType::PU,
 ];
-
-/// Why a topology could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum TopologyError {
-    /// The XML file is missing or hwloc rejected it.
-    #[error(
-        "cannot load topology {source_desc}: {reason}; export one with `lstopo --of xml FILE`"
-    )]
-    Xml {
-        /// The source, for the message.
-        source_desc: String,
-        /// hwloc's reason.
-        reason: String,
-    },
-    /// hwloc rejected the synthetic description.
-    #[error("invalid synthetic topology \"{desc}\": {reason}; write levels like \"pack:2 numa:2 core:8 pu:2\"")]
-    Synthetic {
-        /// The description as given.
-        desc: String,
-        /// hwloc's reason.
-        reason: String,
-    },
-    /// A topology string that cannot be read.
-    #[error(transparent)]
-    GeString(#[from] crate::ge::GeError),
-    /// hwloc could not discover the host.
-    #[error("cannot discover this host's topology with hwloc: {0}")]
-    Host(String),
-}
-
-/// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
-///
-/// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
-/// change logical indexes (and the object GPUs hang from), and with them the plan.
-/// No environment variable is read or written here, so threads may load topologies at
-/// the same time. On the host, hwloc's x86 CPUID backend is excluded: on Linux it only
-/// adds CPU model and kind info on top of sysfs, and to read it hwloc migrates the thread
-/// onto every PU in turn, which costs ~0.1 ms per PU on every task of every job.
-pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
-    let mut builder = hwlocality::Topology::builder();
-    if io {
-        builder = builder
-            .with_io_type_filter(TypeFilter::KeepAll)
-            .map_err(|e| TopologyError::Host(e.to_string()))?;
-    }
-    let mut ge = None;
-    let builder = match source {
-        Source::GeString(text) => {
-            let tree = crate::ge::Tree::parse(text)?;
-            let xml = ge_tree::to_xml(&tree);
-            ge = Some(tree);
-            builder.from_xml(&xml).map_err(|e| TopologyError::Xml {
-                source_desc: source.to_string(),
-                reason: e.to_string(),
-            })?
-        }
-        Source::Host => builder
-            .without_component("x86")
-            .map_err(|e| TopologyError::Host(e.to_string()))?,
-        Source::Xml(path) => {
-            let xml_error = |reason: String| TopologyError::Xml {
-                source_desc: source.to_string(),
-                reason,
-            };
-            if path.is_dir() {
-                return Err(xml_error(
-                    "it is a directory; give the XML file inside it".into(),
-                ));
-            }
-            if !path.exists() {
-                return Err(xml_error("no such file".into()));
-            }
-            // hwloc would block on a FIFO and read a device forever.
-            binder_core::input::regular(path).map_err(xml_error)?;
-            builder
-                .from_xml_file(path)
-                .map_err(|e| xml_error(e.to_string()))?
-        }
-        Source::Synthetic(desc) => {
-            synthetic_size(desc)?;
-            builder
-                .from_synthetic(desc)
-                .map_err(|e| TopologyError::Synthetic {
-                    desc: desc.clone(),
-                    reason: e.to_string(),
-                })?
-        }
-    };
-    let hw = builder.build().map_err(|e| match source {
-        Source::Host => TopologyError::Host(e.to_string()),
-        Source::Xml(_) | Source::GeString(_) => TopologyError::Xml {
-            source_desc: source.to_string(),
-            reason: e.to_string(),
-        },
-        Source::Synthetic(desc) => TopologyError::Synthetic {
-            desc: desc.clone(),
-            reason: e.to_string(),
-        },
-    })?;
-    Ok(Topology {
-        hw,
-        source: source.clone(),
-        io,
-        ge,
-        grant: crate::gpu::grant::Grant::default(),
-        whole_index: None,
-    })
-}
-
-/// The most PUs a synthetic description may ask for (1,048,576): hwloc would build every
-/// object, so `pack:1000000 core:1000 pu:1000` must be refused before it is tried.
-pub const MAX_SYNTHETIC_PUS: u64 = 1 << 20;
-
-/// Checks the product of the level counts of a synthetic description (`type:count`
-/// tokens; attributes in parentheses are skipped) against [`MAX_SYNTHETIC_PUS`].
-fn synthetic_size(desc: &str) -> Result<(), TopologyError> {
-    let mut pus: u64 = 1;
-    for token in desc.split_whitespace() {
-        let Some((_, count)) = token.split_once(':') else {
-            continue;
-        };
-        let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
-        if digits.is_empty() {
-            continue; // not a count: hwloc itself says what is wrong
-        }
-        let n = digits.parse::<u64>().unwrap_or(u64::MAX);
-        pus = pus.saturating_mul(n.max(1));
-    }
-    if pus > MAX_SYNTHETIC_PUS {
-        return Err(TopologyError::Synthetic {
-            desc: binder_core::text::clip(desc, binder_core::text::QUOTE_MAX),
-            reason: format!("it describes more than {MAX_SYNTHETIC_PUS} PUs"),
-        });
-    }
-    Ok(())
-}
 
 impl Topology {
     /// The node as a Grid Engine tree: threads taken by other jobs (a topology string's
@@ -478,102 +312,4 @@ pub fn cpus_of(set: &hwlocality::cpu::cpuset::CpuSet) -> Vec<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn synthetic(desc: &str) -> Topology {
-        load(&Source::Synthetic(desc.into()), false).expect("valid synthetic topology")
-    }
-
-    #[test]
-    fn synthetic_counts() {
-        let t = synthetic("pack:2 numa:2 core:4 pu:2");
-        assert_eq!(t.objects(ObjType::Package).len(), 2);
-        assert_eq!(t.objects(ObjType::Numa).len(), 4);
-        assert_eq!(t.objects(ObjType::Core).len(), 16);
-        assert_eq!(t.objects(ObjType::Pu).len(), 32);
-        assert_eq!(t.objects(ObjType::Machine).len(), 1);
-        assert!(t.objects(ObjType::L3).is_empty());
-        let core = t.objects(ObjType::Core)[3];
-        assert_eq!(t.pus_of(core).len(), 2);
-    }
-
-    #[test]
-    fn objects_inside_a_parent_by_tree_walk_and_by_filter_agree() {
-        // The walk must find exactly what filtering every object by cpuset finds.
-        let t = synthetic("pack:2 numa:2 l3:1 core:3 pu:2");
-        for parent_kind in [
-            ObjType::Machine,
-            ObjType::Package,
-            ObjType::Numa,
-            ObjType::L3,
-            ObjType::Core,
-        ] {
-            for parent in t.objects(parent_kind) {
-                let within = parent.cpuset().unwrap();
-                for kind in [
-                    ObjType::Package,
-                    ObjType::Numa,
-                    ObjType::L3,
-                    ObjType::Core,
-                    ObjType::Pu,
-                ] {
-                    let walk: Vec<usize> = t
-                        .objects_inside(kind, parent)
-                        .iter()
-                        .map(|o| o.logical_index())
-                        .collect();
-                    let filter: Vec<usize> = t
-                        .objects(kind)
-                        .iter()
-                        .filter(|o| within.includes(&*o.cpuset().unwrap()))
-                        .map(|o| o.logical_index())
-                        .collect();
-                    assert_eq!(walk, filter, "{kind:?} inside {parent_kind:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bad_synthetic_is_an_error() {
-        let err = load(&Source::Synthetic("pack:two".into()), false)
-            .err()
-            .expect("rejected");
-        assert!(
-            err.to_string()
-                .contains("invalid synthetic topology \"pack:two\""),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn huge_synthetic_topologies_are_refused_before_hwloc_builds_them() {
-        let err = load(
-            &Source::Synthetic("pack:1000000 core:1000 pu:1000".into()),
-            false,
-        )
-        .err()
-        .expect("refused");
-        assert!(err.to_string().contains("more than 1048576 PUs"), "{err}");
-        assert!(load(&Source::Synthetic("pack:2 core:64 pu:2".into()), false).is_ok());
-    }
-
-    #[test]
-    fn missing_xml_is_an_error() {
-        let err = load(&Source::Xml("/nonexistent/topo.xml".into()), false)
-            .err()
-            .expect("rejected");
-        assert_eq!(
-            err.to_string(),
-            "cannot load topology XML `/nonexistent/topo.xml`: no such file; export one with `lstopo --of xml FILE`"
-        );
-    }
-
-    #[test]
-    fn host_loads() {
-        let t = load(&Source::Host, false).expect("host topology");
-        assert!(!t.objects(ObjType::Pu).is_empty());
-        assert_eq!(t.source().to_string(), "this host");
-    }
-}
+mod tests;

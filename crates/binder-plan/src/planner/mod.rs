@@ -1,0 +1,121 @@
+//! The planning entry point: a [`PlanRequest`] (a shape on a topology for a node's tasks)
+//! to a [`Plan`] or a [`PlanError`]. Pure: values in, a plan out; no environment, no
+//! output.
+//!
+//! A shape with per-rank rules (`ranks:`) is planned rule by rule ([`ranks`]), each rule's
+//! ranks as a job of their own ([`one`]); [`preview`] adds what reports show besides.
+
+mod one;
+mod preview;
+mod ranks;
+
+pub use preview::{fill_ge_topology, preview};
+
+use crate::error::PlanError;
+use crate::{select, shape, topology};
+
+use crate::distribute::Plan;
+use shape::Shape;
+use topology::{Source, Topology};
+
+/// What to plan: `shape` for `local_size` tasks on `topology`, and what else the plan
+/// depends on (each with a default, set with the methods below).
+///
+/// ```
+/// # fn main() -> Result<(), binder_plan::PlanError> {
+/// use binder_plan::{shape::Shape, topology::Source, PlanRequest};
+/// let shape = Shape::from_yaml("resources: [{type: core, count: all}]", "cores.yaml")?;
+/// let node = Source::Synthetic("pack:2 core:4 pu:2".into());
+/// let topology = binder_plan::load_topology(&shape, &node, None)?;
+/// let plan = binder_plan::plan(&PlanRequest::new(&shape, &topology, 4).origin("cores.yaml"))?;
+/// // Eight cores, four tasks: two whole cores (four PUs) each, in order.
+/// assert_eq!(binder_plan::topology::cpus_of(&plan.tasks[1].cpuset), [4, 5, 6, 7]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy)]
+pub struct PlanRequest<'a> {
+    /// The shape.
+    pub shape: &'a Shape,
+    /// The topology of the node (with the GPUs the job may have, [`Topology::set_gpu_grant`]).
+    pub topology: &'a Topology,
+    /// The tasks on this node.
+    pub local_size: usize,
+    /// The shape's name in refusals (its file name); `shape` by default.
+    pub origin: &'a str,
+    /// Overrides the shape's `options.gpus-per-task` (`--gpus-per-task`).
+    pub gpus_per_task: Option<usize>,
+    /// PUs (OS numbers) other jobs hold (the node ledger, SEMANTICS §13): skipped like a
+    /// topology string's lowercase units. On a Grid Engine request without
+    /// `-bsort`/`-bstart`/`-bstop`, the shape's `options.pack` orders what is left.
+    pub held: &'a [usize],
+}
+
+impl<'a> PlanRequest<'a> {
+    /// `shape` for `local_size` tasks on `topology`, nothing held, the shape's own GPUs per
+    /// task.
+    pub fn new(shape: &'a Shape, topology: &'a Topology, local_size: usize) -> Self {
+        PlanRequest {
+            shape,
+            topology,
+            local_size,
+            origin: "shape",
+            gpus_per_task: None,
+            held: &[],
+        }
+    }
+
+    /// Names the shape in refusals.
+    #[must_use]
+    pub fn origin(self, origin: &'a str) -> Self {
+        PlanRequest { origin, ..self }
+    }
+
+    /// Overrides the shape's `options.gpus-per-task` when `Some`.
+    #[must_use]
+    pub fn gpus_per_task(self, gpus_per_task: Option<usize>) -> Self {
+        PlanRequest {
+            gpus_per_task,
+            ..self
+        }
+    }
+
+    /// Plans around the PUs `held` by other jobs.
+    #[must_use]
+    pub fn held(self, held: &'a [usize]) -> Self {
+        PlanRequest { held, ..self }
+    }
+}
+
+/// Loads the topology `shape` needs from `source`: with I/O discovery only when GPUs are
+/// involved, because on a host that costs more than the rest of binder together.
+pub fn load_topology(
+    shape: &Shape,
+    source: &Source,
+    gpus_per_task: Option<usize>,
+) -> Result<Topology, PlanError> {
+    let io = shape.needs_io() || gpus_per_task.is_some();
+    Ok(topology::load(source, io)?)
+}
+
+/// Plans `request`: every local task's CPUs, GPUs and NICs.
+///
+/// Threads taken by other jobs (a topology string's lowercase units, `held`) and the
+/// shape's `options.reserve` are never given out: a Grid Engine request (`options.ge`)
+/// walks around them, a YAML shape plans on the topology without them.
+///
+/// With per-rank rules (`ranks:`), each rule's ranks are planned first, lowest rank first,
+/// as a job of their own around what earlier rules took; then the other ranks are planned
+/// with the shape around all of it, as if they were the whole job. A rule with
+/// `bind: none` and no resources takes nothing.
+pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
+    ranks::plan(request, None)
+}
+
+/// [`plan`], recording what each resource request matched in `trace` (for
+/// `binder explain`); a rule's requests are prefixed with its ranks.
+pub fn plan_traced(
+    request: &PlanRequest<'_>,
+    trace: &mut Vec<select::Step>,
+) -> Result<Plan, PlanError> {
+    ranks::plan(request, Some(trace))
+}

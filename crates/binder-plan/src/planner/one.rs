@@ -1,0 +1,165 @@
+//! One job's plan: a shape without per-rank rules (or one rule's shape) on the topology,
+//! around what is held; a Grid Engine request walks the node's tree, a YAML shape selects
+//! and distributes.
+
+use hwlocality::cpu::cpuset::CpuSet;
+
+use super::PlanRequest;
+use crate::distribute::{self, Locality, Plan, Request};
+use crate::error::PlanError;
+use crate::shape::{self, Bind};
+use crate::{ge, gpu, nic, pack, select, unit};
+
+/// Plans `request` (whose shape has no `ranks:`, or is one rule's) with the GPUs (bus ids)
+/// `held_gpus` taken by earlier rules, recording each request's matches in `trace`.
+pub(super) fn plan(
+    request: &PlanRequest<'_>,
+    held_gpus: &[String],
+    trace: Option<&mut Vec<select::Step>>,
+) -> Result<Plan, PlanError> {
+    let PlanRequest {
+        shape,
+        origin,
+        topology,
+        local_size,
+        gpus_per_task,
+        held,
+    } = *request;
+    let mut request = shape
+        .options
+        .ge
+        .as_deref()
+        .map(ge::Request::parse)
+        .transpose()?;
+    if let Some(request) = request.as_mut().filter(|_| !held.is_empty()) {
+        pack::into_request(request, shape.options.pack.unwrap_or_default());
+    }
+    // The Grid Engine tree only when something needs it: a request, reservations, or a
+    // topology string's taken units (not on a plain launch).
+    let tree = if request.is_some() || !shape.options.reserve.is_empty() || topology.is_ge_string()
+    {
+        let mut tree = topology.ge_tree();
+        ge::reserve::apply(&mut tree, &shape.options.reserve)?;
+        ge::reserve::take(&mut tree, held);
+        Some(tree)
+    } else {
+        None
+    };
+    let mut taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
+    taken.extend_from_slice(held);
+    let whole = topology;
+    // The node's performance PUs, when it has more than one kind of core (SEMANTICS §11).
+    let performance = crate::topology::performance_pus(whole.hw());
+    let without;
+    let topology = if request.is_none() && !taken.is_empty() {
+        without = topology.without(&taken)?;
+        &without
+    } else {
+        topology
+    };
+    let (gpus, nics) = if topology.has_io() {
+        let mut gpus = gpu::discover(topology);
+        gpus.retain(|g| !held_gpus.contains(&g.busid));
+        for (i, g) in gpus.iter_mut().enumerate() {
+            g.index = i;
+        }
+        (gpus, nic::discover(topology))
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut unit = unit::choose(shape);
+    let devices = select::Devices {
+        gpus: &gpus,
+        nics: &nics,
+    };
+    let mut placed = None;
+    let selection = match (&request, &tree) {
+        (Some(request), Some(tree)) => {
+            let (placement, seen) = ge::place(tree, request, local_size)?;
+            let sets: Vec<CpuSet> = placement
+                .tasks
+                .iter()
+                .map(|t| {
+                    let mut set = CpuSet::new();
+                    for pu in ge::pus(&seen, t) {
+                        set.set(pu);
+                    }
+                    set
+                })
+                .collect();
+            unit.unit = if placement.tasks.iter().all(Vec::is_empty) {
+                unit::Unit::None
+            } else if placement.threads {
+                unit::Unit::Pu
+            } else {
+                unit::Unit::Core
+            };
+            unit.rule = unit::Rule::Explicit;
+            placed = Some((request.clone(), placement, seen));
+            select::Selection {
+                picks: Vec::new(),
+                gpus: Vec::new(),
+                nics: Vec::new(),
+                slots: Vec::new(),
+                preset: Some(sets),
+            }
+        }
+        _ => {
+            // Slots are cut from binding units; with `bind: none` they are counted in cores.
+            let unit_type = unit.unit.obj_type().unwrap_or(shape::ObjType::Core);
+            let kinds = select::Kinds {
+                default: shape
+                    .options
+                    .kind
+                    .filter(|k| *k != shape::CoreKind::Balanced),
+                performance: performance.clone(),
+            };
+            select::select_traced(
+                topology,
+                devices,
+                &shape.resources,
+                unit_type,
+                &kinds,
+                origin,
+                trace,
+            )?
+        }
+    };
+    let locality = match shape.options.bind {
+        Some(Bind::GpuLocal) => Locality::GpuLocal,
+        Some(Bind::GpuRemote) => Locality::GpuRemote,
+        _ => Locality::Any,
+    };
+    let request_d = Request {
+        unit,
+        pattern: shape.pattern(),
+        reverse: shape.reverse(),
+        local_size,
+        gpus_per_task: gpus_per_task.or(shape.options.gpus_per_task.map(|g| g.get() as usize)),
+        locality,
+        performance,
+        balanced: shape.options.kind == Some(shape::CoreKind::Balanced),
+    };
+    let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
+    plan.levels = distribute::Spans::LEVELS
+        .into_iter()
+        .filter(|level| shape.items().iter().any(|r| r.kind == *level))
+        .collect();
+    // A Grid Engine request's topology strings come with its placement (SEMANTICS §12).
+    if let Some((request, placement, seen)) = placed {
+        for (r, task) in plan.tasks.iter_mut().enumerate() {
+            let cores = placement.cores.as_ref().map(|c| &c[r][..]);
+            task.ge_topology = ge::job_string(&seen, &placement.tasks[r], cores);
+        }
+        let all: Vec<usize> = placement.tasks.concat();
+        let cores: Option<Vec<usize>> = placement.cores.as_ref().map(|c| c.concat());
+        plan.ge = Some(ge::Summary {
+            request: request.text.clone(),
+            instance: request.instance,
+            job_topology: ge::job_string(&seen, &all, cores.as_deref()),
+            job_cpus: ge::pus(&seen, &all),
+            pe: ge::walk::pe_column(&seen, &all, placement.threads),
+        });
+    }
+    Ok(plan)
+}
