@@ -202,8 +202,8 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 
 /// The exit statuses, for `--help` and EXIT STATUS.
 pub const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "the dry-run or other command printed"),
-    ("125", "binder refused (usage, shape, topology, identity, placement, binding); the task was not started"),
+    ("0", "the dry-run, `explain`, `schema` or another command printed what was asked"),
+    ("125", "binder refused: usage, shape, topology, task identity, infeasible placement, binding not applied. The task was not started."),
     ("126", "the command exists but cannot be executed"),
     ("127", "the command was not found"),
     ("other", "the task's own exit status (binder became the task)"),

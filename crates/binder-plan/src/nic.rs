@@ -45,7 +45,7 @@ impl Nic {
 }
 
 /// Whether a PCI class id is a network device.
-pub fn is_network_class(class_id: u16) -> bool {
+pub(crate) fn is_network_class(class_id: u16) -> bool {
     class_id >> 8 == 0x02 || class_id == 0x0c06
 }
 

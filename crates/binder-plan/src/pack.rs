@@ -28,7 +28,7 @@ use crate::PlanRequest;
 
 /// Each object of type `kind` as its allowed PUs (OS numbers), in logical order; objects
 /// with none are left out.
-pub fn allowed_pus(topology: &Topology, kind: ObjType) -> Vec<Vec<usize>> {
+pub(crate) fn allowed_pus(topology: &Topology, kind: ObjType) -> Vec<Vec<usize>> {
     let allowed = topology.hw().allowed_cpuset();
     topology
         .objects(kind)
@@ -71,7 +71,7 @@ pub fn widen(containers: &[Vec<usize>], cpus: &[usize]) -> Vec<usize> {
 }
 
 /// Adds the policy's switches to a packed Grid Engine request that chose none itself.
-pub fn into_request(request: &mut Request, pack: Pack) {
+pub(crate) fn into_request(request: &mut Request, pack: Pack) {
     let Strategy::Packed(p) = &mut request.strategy else {
         return;
     };

@@ -46,7 +46,7 @@ pub struct UnitChoice {
 
 impl Unit {
     /// The shape type of the unit's objects (`None` for no binding).
-    pub fn obj_type(self) -> Option<ObjType> {
+    pub(crate) fn obj_type(self) -> Option<ObjType> {
         match self {
             Unit::Core => Some(ObjType::Core),
             Unit::Pu => Some(ObjType::Pu),

@@ -18,7 +18,7 @@ pub fn launch_view(plan: &Plan, shape: &crate::shape::Shape, rank: usize) -> Tas
 }
 
 /// The view of local rank `rank` of `plan` (its launch options off).
-pub fn task_view(plan: &Plan, rank: usize) -> TaskView {
+pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
     let task = &plan.tasks[rank];
     TaskView {
         unit: plan.unit_of(rank).unit.to_string(),

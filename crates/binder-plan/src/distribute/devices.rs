@@ -19,7 +19,11 @@ fn overlap(a: &CpuSet, b: &CpuSet) -> usize {
 /// GPUs for tasks whose CPUs come from the shape: in rank order, each task takes the
 /// `per_task` untaken GPUs whose locality shares the most PUs with its cpuset (ties: PCI
 /// order). The caller makes sure there are `per_task × tasks` GPUs.
-pub fn follow_cpus(tasks: &[CpuSet], localities: &[CpuSet], per_task: usize) -> Vec<Vec<usize>> {
+pub(crate) fn follow_cpus(
+    tasks: &[CpuSet],
+    localities: &[CpuSet],
+    per_task: usize,
+) -> Vec<Vec<usize>> {
     let mut taken = vec![false; localities.len()];
     tasks
         .iter()
@@ -46,7 +50,7 @@ pub fn follow_cpus(tasks: &[CpuSet], localities: &[CpuSet], per_task: usize) -> 
 /// group's CPUs. Narrower localities choose first (fewest units inside, then group
 /// order), each taking the units inside it that no earlier group took; a locality that
 /// contains another is left what the narrower one did not use.
-pub fn local_parts(pool: &[CpuSet], localities: &[CpuSet]) -> Vec<Vec<usize>> {
+pub(crate) fn local_parts(pool: &[CpuSet], localities: &[CpuSet]) -> Vec<Vec<usize>> {
     let inside: Vec<Vec<usize>> = localities
         .iter()
         .map(|l| (0..pool.len()).filter(|&i| l.includes(&pool[i])).collect())

@@ -124,7 +124,7 @@ pub struct Spans {
 
 impl Spans {
     /// The levels spans are counted for, in report order.
-    pub const LEVELS: [ObjType; 3] = [ObjType::Package, ObjType::Numa, ObjType::L3];
+    pub(crate) const LEVELS: [ObjType; 3] = [ObjType::Package, ObjType::Numa, ObjType::L3];
 
     /// The count for one of [`Spans::LEVELS`] (0 for any other type).
     pub fn of(&self, level: ObjType) -> usize {

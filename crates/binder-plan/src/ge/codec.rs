@@ -60,7 +60,7 @@ impl Letter {
     }
 
     /// Whether this is a core (either kind).
-    pub fn is_core(self) -> bool {
+    pub(crate) fn is_core(self) -> bool {
         matches!(self, Letter::C | Letter::E)
     }
 }
@@ -92,11 +92,11 @@ pub struct Tree {
 
 /// The longest topology string binder reads: 256 KiB holds the largest node it plans
 /// ([`MAX_TOPOLOGY_THREADS`]) spelt out in the nested form (about 75 KiB) three times over.
-pub const MAX_TOPOLOGY_CHARS: usize = 256 << 10;
+pub(crate) const MAX_TOPOLOGY_CHARS: usize = 256 << 10;
 
 /// The most threads a topology string may describe: 16,384 PUs, the largest node binder
 /// plans, which parses, loads and plans in well under a second and 256 MiB.
-pub const MAX_TOPOLOGY_THREADS: usize = 16_384;
+pub(crate) const MAX_TOPOLOGY_THREADS: usize = 16_384;
 
 impl Tree {
     /// The threads under `n` (or `n` itself), in order.
@@ -144,7 +144,7 @@ impl Tree {
     }
 
     /// The OS PU numbers of the taken threads.
-    pub fn used_pus(&self) -> Vec<usize> {
+    pub(crate) fn used_pus(&self) -> Vec<usize> {
         self.nodes
             .iter()
             .filter(|n| n.letter == Letter::T && n.used)

@@ -112,7 +112,7 @@ pub fn pus(tree: &Tree, threads: &[usize]) -> Vec<usize> {
 
 /// A task's (or the job's) string: its threads lowercase, all else upper; with
 /// `sge_cores` (an SGE 6.2u5 strategy) those cores lowercase and containers never.
-pub fn job_string(tree: &Tree, threads: &[usize], sge_cores: Option<&[usize]>) -> String {
+pub(crate) fn job_string(tree: &Tree, threads: &[usize], sge_cores: Option<&[usize]>) -> String {
     let mut mine = vec![false; tree.nodes.len()];
     for &t in threads {
         mine[t] = true;

@@ -162,7 +162,7 @@ pub struct Request {
 }
 
 /// The largest amount a request may name; no node has more units.
-pub const MAX_AMOUNT: usize = 1 << 20;
+pub(crate) const MAX_AMOUNT: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,7 @@ pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError
 }
 
 /// The reservations of a site file read by [`site_text`].
-pub fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
+pub(crate) fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
     let site: Site = yaml_serde::from_str(text).map_err(|e| GeError::Reserve {
         what: path.to_owned(),
         why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
@@ -83,7 +83,7 @@ fn same(node: Letter, want: Letter) -> bool {
 }
 
 /// The threads (tree indices) one entry names.
-pub fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
+pub(crate) fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
     let bad = |why: String| GeError::Reserve {
         what: binder_core::text::clip(entry, binder_core::text::QUOTE_MAX),
         why,

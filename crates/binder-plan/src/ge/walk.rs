@@ -55,7 +55,7 @@ fn refuse(why: String) -> GeError {
 
 /// The unit actually used on this tree: OCS maps N and X to S, and Y to a core, on nodes
 /// without that level.
-pub fn effective_unit(tree: &Tree, unit: UnitSpec) -> UnitSpec {
+pub(crate) fn effective_unit(tree: &Tree, unit: UnitSpec) -> UnitSpec {
     let level = match unit.level {
         Letter::N | Letter::X if !tree.has(unit.level) => Letter::S,
         Letter::Y if !tree.has(Letter::Y) => Letter::C,

@@ -39,7 +39,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
 }
 
 /// Every GPU of a topology loaded with I/O discovery, in PCI bus order.
-pub fn discover_all(topology: &Topology) -> Vec<Gpu> {
+pub(crate) fn discover_all(topology: &Topology) -> Vec<Gpu> {
     let hw = topology.hw();
     let mut found: Vec<(PciKey, Gpu, Option<usize>)> = Vec::new();
     for pci in hw.pci_devices() {

@@ -39,7 +39,7 @@ pub struct Gpu {
 impl Gpu {
     /// How the task's runtime will name it: `cuda:0`, `rocr:2`, `ze:0`, or with a UUID
     /// `cuda:GPU-…` (the runtime's variable entry, with the runtime).
-    pub fn runtime_name(&self) -> String {
+    pub(crate) fn runtime_name(&self) -> String {
         let runtime = match self.vendor {
             Vendor::Nvidia => "cuda",
             Vendor::Amd => "rocr",

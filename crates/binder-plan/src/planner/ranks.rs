@@ -168,8 +168,6 @@ pub(super) fn plan(
 }
 
 /// Every GPU the `plans` list, once each in the node's order, with each plan's tasks'
-
-/// Every GPU the `plans` list, once each in the node's order, with each plan's tasks'
 /// GPU numbers rewritten to positions in that list.
 fn merge_gpus(plans: &mut [&mut Plan]) -> Vec<gpu::Gpu> {
     let mut all: Vec<gpu::Gpu> = Vec::new();

@@ -383,7 +383,7 @@ fn holds_cores(node: &Node) -> bool {
 
 impl Node {
     /// Whether this is a core: its children are PUs.
-    pub fn is_core(&self) -> bool {
+    pub(crate) fn is_core(&self) -> bool {
         !self.children.is_empty() && self.children.iter().all(|c| c.pu.is_some())
     }
 
@@ -394,7 +394,7 @@ impl Node {
     }
 
     /// Whether some PU inside is `state`.
-    pub fn any_pu(&self, state: Pu) -> bool {
+    pub(crate) fn any_pu(&self, state: Pu) -> bool {
         self.pu.is_some_and(|(_, s)| s == state) || self.children.iter().any(|c| c.any_pu(state))
     }
 }

@@ -15,7 +15,8 @@ use crate::distribute::Plan;
 use crate::topology::Topology;
 
 pub use json::TaskRecord;
-pub use text::{kinds_line, task_binding, task_line};
+pub use text::kinds_line;
+pub(crate) use text::task_binding;
 
 /// Output format of `--dry-run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

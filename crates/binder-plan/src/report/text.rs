@@ -226,18 +226,8 @@ fn objects(unit: &str, units: &[UnitObj]) -> String {
     format!("{unit}:{}", index_ranges(&logical))
 }
 
-/// The `--report` line of one task, printed on stderr before exec, in the spirit of
-/// Slurm's `--cpu-bind=verbose` and Open MPI's `--report-bindings`.
-pub fn task_line(plan: &Plan, rank: usize, launcher: &str) -> String {
-    format!(
-        "binder: rank {rank}/{} [{launcher}] {}",
-        plan.tasks.len(),
-        task_binding(plan, rank)
-    )
-}
-
 /// What `--report` says of one task's binding: `unit core: core:0-1 cpus 0-3 mask 0xf`.
-pub fn task_binding(plan: &Plan, rank: usize) -> String {
+pub(crate) fn task_binding(plan: &Plan, rank: usize) -> String {
     let task = &plan.tasks[rank];
     let unit = plan.unit_of(rank).unit;
     let mut line = if task.units.is_empty() {

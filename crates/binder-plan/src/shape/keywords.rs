@@ -43,7 +43,7 @@ pub enum ObjType {
 
 impl ObjType {
     /// The name hwloc-calc uses for this type in locations such as `core:3`.
-    pub fn hwloc_name(self) -> &'static str {
+    pub(crate) fn hwloc_name(self) -> &'static str {
         match self {
             ObjType::Machine => "machine",
             ObjType::Package => "package",
@@ -68,7 +68,7 @@ impl ObjType {
     }
 
     /// Whether this is a CPU-side hwloc object (not a device, not a slot).
-    pub fn is_cpu_object(self) -> bool {
+    pub(crate) fn is_cpu_object(self) -> bool {
         !matches!(self, ObjType::Gpu | ObjType::Nic | ObjType::Slot)
     }
 }

@@ -229,17 +229,6 @@ impl Shape {
         self.needs_gpus() || self.needs_nics()
     }
 
-    /// The core kind an item asks for: its own, else `options.kind`, for core/pu items.
-    pub fn kind_of(&self, item: &Resource) -> Option<CoreKind> {
-        match item.kind {
-            ObjType::Core | ObjType::Pu => item
-                .core_kind
-                .or(self.options.kind)
-                .filter(|k| *k != CoreKind::Balanced),
-            _ => None,
-        }
-    }
-
     /// Whether the tree has `slot` items (SEMANTICS §10).
     pub fn has_slots(&self) -> bool {
         self.items().iter().any(|r| r.kind == ObjType::Slot)

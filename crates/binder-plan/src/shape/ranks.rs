@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::{Bind, Membind, Pattern, Resource, Shape};
 
 /// The most ranks a rank list may name: a node never runs more tasks than PUs.
-pub const MAX_RANK: usize = 1 << 20;
+pub(crate) const MAX_RANK: usize = 1 << 20;
 
 /// A list of local ranks, as written: `0`, `"1-3"`, `"0,4-7"` (ascending, no repeats).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -202,7 +202,7 @@ impl Shape {
 
     /// The options that apply to local rank `rank`'s own task (OpenMP and memory
     /// binding): its rule's, else the shape's.
-    pub fn options_for(&self, rank: usize) -> super::Options {
+    pub(crate) fn options_for(&self, rank: usize) -> super::Options {
         self.ranks
             .iter()
             .find(|(list, _)| list.0.binary_search(&rank).is_ok())
@@ -219,7 +219,7 @@ impl Shape {
 
     /// The rules' groups for `local_size` tasks, lowest rank first, and the ranks the
     /// shape itself plans (in order). Rules naming no rank below the size are left out.
-    pub fn rank_groups(&self, local_size: usize) -> (Vec<Group>, Vec<usize>) {
+    pub(crate) fn rank_groups(&self, local_size: usize) -> (Vec<Group>, Vec<usize>) {
         let mut groups: Vec<Group> = self
             .ranks
             .iter()

@@ -15,7 +15,7 @@ use binder_core::cpulist::hwloc_mask;
 /// The topology string tree of `topology`: packages S, NUMA nodes N where hwloc attaches
 /// them, L3 X, L2 Y, cores C or E by CPU kind, PUs T. Groups, dies and L1 caches are left
 /// out (OCS has no letter for them); a PU outside any core gets a core of its own.
-pub fn tree_of(topology: &Topology) -> Tree {
+pub(crate) fn tree_of(topology: &Topology) -> Tree {
     let hw = topology.hw();
     let performance = crate::topology::performance_pus(hw);
     let mut tree = Tree::default();
@@ -85,7 +85,7 @@ fn build(obj: &TopologyObject, parent: Option<usize>, perf: Option<&CpuSet>, tre
 
 /// An hwloc XML (v2) describing `tree`: OS PU numbers from the threads, one NUMA node per
 /// N (one for the machine when there is none), and CPU kinds when there are E cores.
-pub fn to_xml(tree: &Tree) -> String {
+pub(crate) fn to_xml(tree: &Tree) -> String {
     let pus_of = |n: usize| -> Vec<usize> {
         tree.threads(n)
             .iter()

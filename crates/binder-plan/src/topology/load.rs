@@ -148,7 +148,7 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
 
 /// The most PUs a synthetic description may ask for (1,048,576): hwloc would build every
 /// object, so `pack:1000000 core:1000 pu:1000` must be refused before it is tried.
-pub const MAX_SYNTHETIC_PUS: u64 = 1 << 20;
+pub(crate) const MAX_SYNTHETIC_PUS: u64 = 1 << 20;
 
 /// Checks the product of the level counts of a synthetic description (`type:count`
 /// tokens; attributes in parentheses are skipped) against [`MAX_SYNTHETIC_PUS`].

@@ -8,8 +8,7 @@
 
 mod ge_tree;
 mod load;
-pub use ge_tree::to_xml;
-pub use load::{load, Source, TopologyError, MAX_SYNTHETIC_PUS};
+pub use load::{load, Source, TopologyError};
 
 use std::collections::HashMap;
 
@@ -70,7 +69,7 @@ impl Topology {
     }
 
     /// Whether this machine came from a Grid Engine topology string.
-    pub fn is_ge_string(&self) -> bool {
+    pub(crate) fn is_ge_string(&self) -> bool {
         self.ge.is_some()
     }
 
@@ -105,7 +104,7 @@ impl Topology {
     }
 
     /// `obj`'s logical index on the whole node, also when this topology has PUs taken out.
-    pub fn logical_index(&self, obj: &TopologyObject) -> usize {
+    pub(crate) fn logical_index(&self, obj: &TopologyObject) -> usize {
         self.whole_index
             .as_ref()
             .and_then(|m| m.get(&obj.global_persistent_index()).copied())
@@ -131,7 +130,7 @@ impl Topology {
     }
 
     /// The GPUs a plan on this topology may give out ([`crate::gpu::discover`]).
-    pub fn gpu_grant(&self) -> &crate::gpu::grant::Grant {
+    pub(crate) fn gpu_grant(&self) -> &crate::gpu::grant::Grant {
         &self.grant
     }
 
@@ -147,7 +146,7 @@ impl Topology {
     }
 
     /// Whether it was loaded with I/O devices (so GPUs can be looked for).
-    pub fn has_io(&self) -> bool {
+    pub(crate) fn has_io(&self) -> bool {
         self.io
     }
 
@@ -243,17 +242,6 @@ impl Topology {
         }
         owners
     }
-
-    /// The PUs inside `obj`, in logical order.
-    pub fn pus_of<'t>(&'t self, obj: &'t TopologyObject) -> Vec<&'t TopologyObject> {
-        let Some(set) = obj.cpuset() else {
-            return Vec::new();
-        };
-        self.hw
-            .objects_with_type(ObjectType::PU)
-            .filter(|pu| pu.is_inside_cpuset(&*set))
-            .collect()
-    }
 }
 
 /// The hwloc object type behind a shape type; `None` for devices and slots.
@@ -280,7 +268,9 @@ pub(crate) fn hwloc_type(kind: ObjType) -> Option<ObjectType> {
 /// A725 at 2.8 GHz in two), and a user asking for performance cores means all ten X925.
 /// `None` when the node has one kind, none, or kinds hwloc could not rank: then every
 /// core counts as a performance core.
-pub fn performance_pus(hw: &hwlocality::Topology) -> Option<hwlocality::cpu::cpuset::CpuSet> {
+pub(crate) fn performance_pus(
+    hw: &hwlocality::Topology,
+) -> Option<hwlocality::cpu::cpuset::CpuSet> {
     let kinds: Vec<_> = hw.cpu_kinds().ok()?.collect();
     if kinds.len() < 2 || kinds.iter().any(|k| k.efficiency.is_none()) {
         return None;
