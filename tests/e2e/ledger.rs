@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use crate::common::{self, binder, run};
 use binder::exit_code::{REFUSED, SUCCESS};
 
+mod forged;
+mod many;
+
 /// A scratch directory with a one-core shape and an all-cores shape.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("binder-e2e-{name}-{}", std::process::id()));
@@ -229,182 +232,6 @@ fn a_killed_job_blocks_nobody() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// This user's own directory in the scratch ledger root.
-fn own_dir(dir: &Path) -> PathBuf {
-    let uid = rustix::process::geteuid().as_raw();
-    dir.join("ledger").join(format!("binder-ledger.{uid}"))
-}
-
-/// A hand-written claim of `pid` on `cpu` (format 2).
-fn entry(pid: u32, start: u64, cpu: usize) -> String {
-    serde_json::json!({
-        "format": binder_core::ledger::FORMAT, "job": "forged:1", "rank": 0, "size": 1, "pid": pid, "start": start,
-        "cpus": cpu.to_string(), "gpus": [], "pack": "fill", "unit": "core", "places": 1
-    })
-    .to_string()
-}
-
-fn start_of(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
-}
-
-#[test]
-fn forged_entries_count_for_nothing_and_true_ones_count() {
-    let dir = scratch("forged");
-    let ledger = own_dir(&dir);
-    std::fs::create_dir_all(&ledger).unwrap();
-    let first = allowed()
-        .split([',', '-'])
-        .next()
-        .unwrap()
-        .parse::<usize>()
-        .unwrap();
-    // An unbound live process claiming one cpu: its affinity is wider than the claim.
-    let mut loose = Command::new("sleep").arg("60").spawn().unwrap();
-    let name = |pid: u32, start: u64, what: &str| format!("c.{pid}.{start}.0.{what}");
-    let write = |name: String, text: String| std::fs::write(ledger.join(name), text).unwrap();
-    let loose_start = start_of(loose.id());
-    write(
-        name(loose.id(), loose_start, "loose"),
-        entry(loose.id(), loose_start, first),
-    );
-    // A dead PID.
-    write(name(4_000_000, 1, "dead"), entry(4_000_000, 1, first));
-    // Torn JSON, for a live process.
-    write(
-        name(loose.id(), loose_start, "torn"),
-        entry(loose.id(), loose_start, first)[..40].to_owned(),
-    );
-    let node = node_json(&dir);
-    let whys: Vec<&str> = node["ignored"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["why"].as_str().unwrap())
-        .collect();
-    assert!(
-        whys.iter().any(|w| w.contains("not inside its claim's")),
-        "{whys:?}"
-    );
-    assert!(whys.iter().any(|w| w.contains("is gone")), "{whys:?}");
-    assert!(whys.iter().any(|w| w.starts_with("corrupt")), "{whys:?}");
-    assert_eq!(all_cores_get(&dir), allowed(), "a forged entry counted");
-    // That launch removed this user's dead claim; the live forgeries stay ignored.
-    assert!(!ledger.join(name(4_000_000, 1, "dead")).exists());
-    // The same entry for a process really bound to that cpu counts.
-    let mut bound = Command::new("taskset")
-        .args(["-c", &first.to_string(), "sleep", "60"])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let bound_start = start_of(bound.id());
-    write(
-        name(bound.id(), bound_start, "true"),
-        entry(bound.id(), bound_start, first),
-    );
-    let got = all_cores_get(&dir);
-    let cpus: BTreeSet<usize> = binder_core::procfs::parse_list(&got)
-        .unwrap()
-        .into_iter()
-        .collect();
-    assert!(
-        !cpus.contains(&first),
-        "{got} includes the bound cpu {first}"
-    );
-    for child in [&mut loose, &mut bound] {
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// 8 jobs × 32 tasks started at once under Open MPI (`bind: none`: 256 tasks on 2 CPUs).
-/// Every task of a job names the same job; the jobs are 8; each job's file lists its 32
-/// ranks once each: no lost update, no torn file.
-#[test]
-fn eight_jobs_of_thirty_two_tasks_at_once() {
-    if !common::require_tool("mpirun", "the ledger tests") {
-        return;
-    }
-    let dir = scratch("many");
-    let started = Instant::now();
-    let children: Vec<_> = (0..8)
-        .map(|_| {
-            let mut cmd = Command::new("mpirun");
-            for (key, _) in std::env::vars() {
-                if common::is_launcher_var(&key) {
-                    cmd.env_remove(key);
-                }
-            }
-            cmd.current_dir(common::root())
-                .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-                .args([
-                    "--allow-run-as-root",
-                    "--oversubscribe",
-                    "--bind-to",
-                    "none",
-                    "-np",
-                    "32",
-                    crate::common::binder_exe(),
-                    "shapes/bind-none.yaml",
-                    "--",
-                    "sh",
-                    "-c",
-                    "echo $BINDER_JOB $BINDER_LOCAL_RANK",
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut jobs = BTreeSet::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lines: Vec<(&str, usize)> = text
-            .lines()
-            .map(|l| {
-                let (job, rank) = l.split_once(' ').unwrap();
-                (job, rank.parse().unwrap())
-            })
-            .collect();
-        let ids: BTreeSet<&str> = lines.iter().map(|(j, _)| *j).collect();
-        let ranks: BTreeSet<usize> = lines.iter().map(|(_, r)| *r).collect();
-        assert_eq!(ids.len(), 1, "one mpirun, several jobs: {ids:?}");
-        assert_eq!(ranks, (0..32).collect(), "{text}");
-        jobs.insert(ids.into_iter().next().unwrap().to_owned());
-    }
-    let elapsed = started.elapsed();
-    assert_eq!(jobs.len(), 8, "{jobs:?}");
-    // One plan per job, of 32 ranks: every rank of a job joined its first task's plan (a
-    // rank that planned again would have printed another job id above). Plans whose tasks
-    // all ended are removed by later launches, so at most 8 are left.
-    let mut files = 0;
-    for e in std::fs::read_dir(own_dir(&dir)).unwrap() {
-        let path = e.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !name.starts_with("job.") {
-            continue;
-        }
-        files += 1;
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert!(jobs.contains(v["job"].as_str().unwrap()), "{path:?}");
-        assert_eq!(v["tasks"].as_array().unwrap().len(), 32);
-    }
-    assert!((1..=8).contains(&files), "{files} plans");
-    eprintln!("8 jobs x 32 tasks through the ledger: {elapsed:?}, failures 0");
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 /// A `bind: none` task binds no CPU, so a node whose CPUs are all held still runs it.
 #[test]
 fn bind_none_runs_on_a_full_node() {
@@ -440,46 +267,8 @@ fn bind_none_runs_on_a_full_node() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `--share` on a full node spreads jobs over the least loaded CPUs (it put 252 of 256
-/// tasks on CPU 0 once): 8 sharing one-core jobs on the 2 CPUs, 4 on each.
-#[test]
-fn sharing_jobs_spread_over_the_node() {
-    let host = allowed();
-    let cpus = binder_core::procfs::parse_list(&host).unwrap();
-    let dir = scratch("share");
-    let mut jobs = Vec::new();
-    let mut got: BTreeMap<usize, usize> = BTreeMap::new();
-    for _ in 0..(4 * cpus.len()) {
-        let mut child = binder()
-            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .args([
-                "--share",
-                dir.join("one.yaml").to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                "grep Cpus_allowed_list /proc/self/status | cut -f2; exec sleep 60",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // One at a time, each once it is bound: the next one sees it.
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let cpu: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
-        *got.entry(cpu).or_default() += 1;
-        jobs.push(child);
-    }
-    for mut job in jobs {
-        job.kill().unwrap();
-        job.wait().unwrap();
-    }
-    let counts: Vec<usize> = got.values().copied().collect();
-    assert_eq!(got.len(), cpus.len(), "{got:?}");
-    assert!(counts.iter().all(|&n| n == 4), "{got:?}");
-    let _ = std::fs::remove_dir_all(&dir);
+/// This user's own directory in the scratch ledger root.
+fn own_dir(dir: &Path) -> PathBuf {
+    let uid = rustix::process::geteuid().as_raw();
+    dir.join("ledger").join(format!("binder-ledger.{uid}"))
 }

@@ -69,7 +69,7 @@ fn man_page_and_completions_are_current() {
 }
 
 /// The README's block between `<!-- NAME start -->` and `<!-- NAME end -->`.
-pub(super) fn readme_block(readme: &str, name: &str) -> String {
+fn readme_block(readme: &str, name: &str) -> String {
     let start = format!("<!-- {name} start -->\n");
     let end = format!("<!-- {name} end -->");
     let a = readme.find(&start).expect("start marker") + start.len();

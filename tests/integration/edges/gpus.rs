@@ -52,7 +52,7 @@ fn rank_rules_with_gpus_per_task_never_share_a_gpu() {
 
 /// Each GPU's bus id and the OS device names hwloc shows under it, per `lstopo -v`, in
 /// the order lstopo prints them; with each OS device's `NVIDIAUUID`/`AMDUUID` when set.
-pub(super) fn lstopo_gpus(xml: &std::path::Path) -> Vec<(String, String, Option<String>)> {
+fn lstopo_gpus(xml: &std::path::Path) -> Vec<(String, String, Option<String>)> {
     let out = std::process::Command::new("lstopo-no-graphics")
         .args(["-v", "-i"])
         .arg(xml)
@@ -81,7 +81,7 @@ pub(super) fn lstopo_gpus(xml: &std::path::Path) -> Vec<(String, String, Option<
 }
 
 /// The `(gpu_busids, gpu_ids, env)` of every rank of a JSON dry-run.
-pub(super) fn gpu_rows(
+fn gpu_rows(
     args: &[&str],
     xml: &std::path::Path,
 ) -> Vec<(Vec<String>, Vec<String>, serde_json::Value)> {

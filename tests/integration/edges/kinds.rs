@@ -5,7 +5,7 @@ use super::*;
 
 /// The number of CPU kinds `lstopo --cpukinds` lists for `xml`, and the PUs of the last
 /// (most performant) one per `hwloc-calc --cpukind N`.
-pub(super) fn cpu_kinds(xml: &std::path::Path) -> (usize, Vec<usize>) {
+fn cpu_kinds(xml: &std::path::Path) -> (usize, Vec<usize>) {
     let out = std::process::Command::new("lstopo-no-graphics")
         .arg("--cpukinds")
         .arg("-i")

@@ -3,7 +3,7 @@
 
 use super::*;
 
-pub(super) fn refused(o: &Outcome) -> bool {
+fn refused(o: &Outcome) -> bool {
     matches!(o, Outcome::Refused(_))
 }
 
@@ -177,7 +177,7 @@ pub(super) fn placement_case(id: &str, topo: &str, r: &Value, e: &Value) -> (boo
     (ok, notes.join("; "))
 }
 
-pub(super) fn global_filter(r: &Value) -> Vec<&'static str> {
+fn global_filter(r: &Value) -> Vec<&'static str> {
     if text(r, "global_filter").as_deref() == Some("first_core") {
         vec!["--reserve", "first-core"]
     } else {

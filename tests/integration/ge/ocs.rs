@@ -124,7 +124,7 @@ pub(super) fn cpus(rank: &Json) -> Vec<usize> {
 }
 
 /// Product-string position → tree node (lone threads are not written).
-pub(super) fn positions(tree: &Tree) -> Vec<usize> {
+fn positions(tree: &Tree) -> Vec<usize> {
     (0..tree.nodes.len())
         .filter(|&n| {
             let node = &tree.nodes[n];
@@ -136,7 +136,7 @@ pub(super) fn positions(tree: &Tree) -> Vec<usize> {
         .collect()
 }
 
-pub(super) fn pus_under(tree: &Tree, n: usize) -> Vec<usize> {
+fn pus_under(tree: &Tree, n: usize) -> Vec<usize> {
     let mut v: Vec<usize> = tree
         .threads(n)
         .iter()
