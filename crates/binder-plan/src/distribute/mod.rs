@@ -10,12 +10,12 @@
 //! With `gpu-local`/`gpu-remote`, tasks are first grouped by the CPUs their GPUs ask for
 //! and each group is dealt its own, disjoint part of the pool.
 
-pub mod devices;
+pub(crate) mod devices;
 mod error;
 mod gpus;
 mod plan;
 mod pool;
-pub mod slots;
+pub(crate) mod slots;
 mod width;
 
 use hwlocality::cpu::cpuset::CpuSet;
@@ -29,12 +29,13 @@ use crate::unit::Unit;
 
 pub use error::DistributeError;
 use gpus::{assign_gpus, check_gpu_count, local_cpus, remote_cpus};
-pub use plan::{KindCounts, Locality, Plan, Request, Spans, Task, UnitObj, UnusedSlot};
-pub use pool::deal;
+pub(crate) use plan::Request;
+pub use plan::{KindCounts, Locality, Plan, Spans, Task, UnitObj, UnusedSlot};
+pub(crate) use pool::deal;
 use width::widen;
 
 /// Deals the selection to `request.local_size` tasks.
-pub fn distribute(
+pub(crate) fn distribute(
     topology: &Topology,
     selection: &Selection<'_>,
     gpus: Vec<Gpu>,

@@ -25,7 +25,7 @@ pub enum Locality {
 
 /// What to distribute, beyond the selection.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     /// The binding unit.
     pub unit: UnitChoice,
     /// How the pool is dealt.

@@ -98,7 +98,6 @@ pub(super) fn plan(
             placed = Some((request.clone(), placement, seen));
             select::Selection {
                 picks: Vec::new(),
-                gpus: Vec::new(),
                 nics: Vec::new(),
                 slots: Vec::new(),
                 preset: Some(sets),

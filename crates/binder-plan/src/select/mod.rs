@@ -34,12 +34,11 @@ pub use failure::{Failure, SelectError};
 
 /// What the resources tree matched.
 #[derive(Debug)]
-pub struct Selection<'t> {
+pub(crate) struct Selection<'t> {
     /// The leaves of the match: CPU objects whose CPUs make up the pool (slots' included).
     pub picks: Vec<&'t TopologyObject>,
-    /// GPUs named by `type: gpu` requests, by index.
-    pub gpus: Vec<usize>,
-    /// NICs named by `type: nic` requests, by index.
+    /// NICs named by `type: nic` requests, by index (GPUs a `type: gpu` request matches
+    /// only steer CPU selection: tasks get GPUs by `gpus-per-task` or their slot).
     pub nics: Vec<usize>,
     /// The task shares, in selection order (parent by parent); empty without `slot` items.
     pub slots: Vec<Slot>,
@@ -50,7 +49,7 @@ pub struct Selection<'t> {
 
 /// One task's share, taken by a `slot` item (SEMANTICS §10).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// Which parent it was taken in, numbered in selection order: slots with the same
     /// number share a parent (scatter deals round robin over these).
     pub parent: usize,
@@ -98,7 +97,7 @@ pub struct Step {
 /// What `kind: performance|efficiency` needs: the shape's default and the node's
 /// performance PUs (`None`: one kind, every core a performance core).
 #[derive(Debug, Clone, Default)]
-pub struct Kinds {
+pub(crate) struct Kinds {
     /// `options.kind`.
     pub default: Option<CoreKind>,
     /// PUs of hwloc's most performant CPU kind.
@@ -120,28 +119,17 @@ impl Kinds {
 
 /// The node's devices a request can name.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Devices<'d> {
+pub(crate) struct Devices<'d> {
     /// GPUs (empty when the topology was loaded without I/O).
     pub gpus: &'d [Gpu],
     /// NICs (likewise).
     pub nics: &'d [Nic],
 }
 
-/// Matches `resources` on `topology`. `unit` is the binding unit's type (core or pu): a
-/// slot's CPUs are widened to it, and a slot without `with` counts it.
-pub fn select<'t>(
-    topology: &'t Topology,
-    devices: Devices<'_>,
-    resources: &[Resource],
-    unit: ObjType,
-    kinds: &Kinds,
-    origin: &str,
-) -> Result<Selection<'t>, SelectError> {
-    select_traced(topology, devices, resources, unit, kinds, origin, None)
-}
-
-/// [`select`], recording each request's [`Step`] in `trace` when given (`explain`).
-pub fn select_traced<'t>(
+/// Matches `resources` on `topology`, recording each request's [`Step`] in `trace` when
+/// given (`explain`). `unit` is the binding unit's type (core or pu): a slot's CPUs are
+/// widened to it, and a slot without `with` counts it.
+pub(crate) fn select_traced<'t>(
     topology: &'t Topology,
     devices: Devices<'_>,
     resources: &[Resource],
@@ -177,7 +165,6 @@ pub fn select_traced<'t>(
     Ok(Selection {
         preset: None,
         picks,
-        gpus: taken.gpus.into_iter().collect(),
         nics: taken.nics.into_iter().collect(),
         slots,
     })

@@ -1,5 +1,17 @@
 //! select's tests: expectations by hand on synthetic topologies.
 use super::*;
+
+/// [`select_traced`] without a trace.
+fn select<'t>(
+    topology: &'t Topology,
+    devices: Devices<'_>,
+    resources: &[Resource],
+    unit: ObjType,
+    kinds: &Kinds,
+    origin: &str,
+) -> Result<Selection<'t>, SelectError> {
+    select_traced(topology, devices, resources, unit, kinds, origin, None)
+}
 use crate::shape::Shape;
 use crate::topology::{load, Source};
 

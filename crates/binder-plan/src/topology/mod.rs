@@ -112,7 +112,7 @@ impl Topology {
     }
 
     /// An object as hwloc-calc names it (`core:3`), by its logical index on the whole node.
-    pub fn label(&self, obj: &TopologyObject) -> String {
+    pub(crate) fn label(&self, obj: &TopologyObject) -> String {
         let name = match obj.object_type() {
             ObjectType::Machine => "machine",
             ObjectType::Package => "package",
@@ -159,7 +159,7 @@ impl Topology {
     ///
     /// NUMA nodes without CPUs (GPU memory, CXL, MCDRAM-only) have empty cpusets and so
     /// never appear. Devices and slots are not CPU objects: none are returned for them.
-    pub fn objects(&self, kind: ObjType) -> Vec<&TopologyObject> {
+    pub(crate) fn objects(&self, kind: ObjType) -> Vec<&TopologyObject> {
         let Some(ty) = hwloc_type(kind) else {
             return Vec::new();
         };
@@ -231,7 +231,7 @@ impl Topology {
 
     /// For each allowed PU (by OS index), the object of `kind` that holds it: one pass over
     /// the objects, so mapping a cpuset to its cores costs its size, not the node's.
-    pub fn pu_owners(&self, kind: ObjType) -> HashMap<usize, &TopologyObject> {
+    pub(crate) fn pu_owners(&self, kind: ObjType) -> HashMap<usize, &TopologyObject> {
         let mut owners = HashMap::new();
         for obj in self.objects(kind) {
             if let Some(set) = obj.cpuset() {
