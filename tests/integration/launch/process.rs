@@ -1,0 +1,159 @@
+//! The task as a process: its exit status passes through, it keeps binder's PID and gets
+//! its signals, bad input never runs it, and it inherits neither binder's hwloc trimming
+//! nor its signal dispositions.
+
+use super::*;
+
+#[test]
+fn exit_status_passes_through() {
+    run(
+        binder().args(["shapes/cores-packed.yaml", "--", "sh", "-c", "exit 7"]),
+        7,
+    );
+    let out = run(
+        binder().args(["shapes/cores-packed.yaml", "--", "no-such-command-xyz"]),
+        NOT_FOUND,
+    );
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("command `no-such-command-xyz` not found"));
+    run(
+        binder().args(["shapes/cores-packed.yaml", "--", "/etc/passwd"]),
+        NOT_EXECUTABLE,
+    );
+    run(
+        binder().args(["shapes/cores-packed.yaml", "--", "./shapes"]),
+        NOT_EXECUTABLE,
+    );
+}
+
+#[test]
+fn the_pid_is_the_tasks_and_signals_reach_it() {
+    let mut child = binder()
+        .args(["shapes/cores-packed.yaml", "--", "sh", "-c"])
+        .arg("trap 'echo got-term; exit 3' TERM; echo $$; while :; do sleep 0.05; done")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        child.id().to_string(),
+        "binder execs, so the task keeps its PID"
+    );
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "got-term\n");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+#[test]
+fn bad_input_never_runs_the_command() {
+    let dir = std::env::temp_dir().join(format!("binder-never-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        (vec!["tests/fixtures/shapes/typo-key.yaml"], vec![]),
+        (vec!["tests/fixtures/shapes/too-many-cores.yaml"], vec![]),
+        (vec!["no-such-shape.yaml"], vec![]),
+        (
+            vec!["--local-size", "4096", "shapes/cores-packed.yaml"],
+            vec![],
+        ),
+        (
+            vec!["shapes/cores-packed.yaml"],
+            vec![
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "x"),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ],
+        ),
+        (
+            vec!["shapes/cores-packed.yaml"],
+            vec![("PALS_LOCAL_RANKID", "0")],
+        ),
+    ];
+    for (args, env) in cases {
+        let mut cmd = binder();
+        cmd.args(&args).args(touch).envs(env.iter().copied());
+        run(&mut cmd, REFUSED);
+        assert!(!marker.exists(), "{args:?} {env:?} ran the command");
+    }
+    run(
+        binder().args(["shapes/cores-packed.yaml"]).args(touch),
+        SUCCESS,
+    );
+    assert!(marker.exists(), "the control case runs it");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// binder trims hwloc's host discovery (plugins, x86 backend) through environment
+/// variables; the task must not inherit them, and a user's own setting must survive.
+#[test]
+fn hwloc_plugin_blocklist_does_not_leak_into_the_task() {
+    let got = task_output(
+        &["shapes/cores-packed.yaml"],
+        "env | grep ^HWLOC_ || echo none",
+    );
+    assert_eq!(got, "none\n");
+    let out = run(
+        binder()
+            .args([
+                "shapes/cores-packed.yaml",
+                "--",
+                "sh",
+                "-c",
+                "echo $HWLOC_PLUGINS_BLACKLIST",
+            ])
+            .env("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl"),
+        SUCCESS,
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "hwloc_gl\n");
+}
+
+/// binder ignores SIGPIPE for itself (so `--dry-run | head` ends quietly) and starts from
+/// the C runtime (`no_main`); the task must still get what a shell gives it: SIGPIPE not
+/// ignored and nothing blocked. `--dry-run | head -c1` ends quietly.
+#[test]
+fn the_task_starts_with_default_signal_dispositions() {
+    let got = task_output(
+        &["shapes/cores-packed.yaml"],
+        "grep -E '^Sig(Ign|Blk)' /proc/self/status",
+    );
+    // The same probe under taskset, which changes no signal state, is the reference:
+    // whatever the harness ignores is inherited alike, and SIGPIPE must not differ.
+    let reference = run(
+        Command::new("taskset").args([
+            "-c",
+            "0",
+            "sh",
+            "-c",
+            "grep -E '^Sig(Ign|Blk)' /proc/self/status",
+        ]),
+        SUCCESS,
+    );
+    assert_eq!(got, String::from_utf8(reference.stdout).unwrap());
+    assert!(got.contains("SigBlk:\t0000000000000000\n"), "{got}");
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{} -n --local-size 64 --synthetic 'pack:64 core:64 pu:1' shapes/cores-packed.yaml | head -c1 >/dev/null; echo ${{PIPESTATUS:-}}$?",
+                crate::common::binder_exe()
+            ),
+        ])
+        .current_dir(crate::common::root())
+        .env("BINDER_LEDGER_DIR", crate::common::private_ledger())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
+}
