@@ -25,33 +25,33 @@ pub(super) fn plan(
         gpus_per_task,
         held,
     } = *request;
-    let mut request = shape
+    let mut ge_request = shape
         .options
         .ge
         .as_deref()
         .map(ge::Request::parse)
         .transpose()?;
-    if let Some(request) = request.as_mut().filter(|_| !held.is_empty()) {
-        pack::into_request(request, shape.options.pack.unwrap_or_default());
+    if let Some(ge_request) = ge_request.as_mut().filter(|_| !held.is_empty()) {
+        pack::into_request(ge_request, shape.options.pack.unwrap_or_default());
     }
     // The Grid Engine tree only when something needs it: a request, reservations, or a
     // topology string's taken units (not on a plain launch).
-    let tree = if request.is_some() || !shape.options.reserve.is_empty() || topology.is_ge_string()
-    {
-        let mut tree = topology.ge_tree();
-        ge::reserve::apply(&mut tree, &shape.options.reserve)?;
-        ge::reserve::take(&mut tree, held);
-        Some(tree)
-    } else {
-        None
-    };
+    let tree =
+        if ge_request.is_some() || !shape.options.reserve.is_empty() || topology.is_ge_string() {
+            let mut tree = topology.ge_tree();
+            ge::reserve::apply(&mut tree, &shape.options.reserve)?;
+            ge::reserve::take(&mut tree, held);
+            Some(tree)
+        } else {
+            None
+        };
     let mut taken = tree.as_ref().map_or_else(Vec::new, ge::Tree::used_pus);
     taken.extend_from_slice(held);
     let whole = topology;
     // The node's performance PUs, when it has more than one kind of core (SEMANTICS §11).
     let performance = crate::topology::performance_pus(whole.hw());
     let without;
-    let topology = if request.is_none() && !taken.is_empty() {
+    let topology = if ge_request.is_none() && !taken.is_empty() {
         without = topology.without(&taken)?;
         &without
     } else {
@@ -73,9 +73,9 @@ pub(super) fn plan(
         nics: &nics,
     };
     let mut placed = None;
-    let selection = match (&request, &tree) {
-        (Some(request), Some(tree)) => {
-            let (placement, seen) = ge::place(tree, request, local_size)?;
+    let selection = match (&ge_request, &tree) {
+        (Some(ge_request), Some(tree)) => {
+            let (placement, seen) = ge::place(tree, ge_request, local_size)?;
             let sets: Vec<CpuSet> = placement
                 .tasks
                 .iter()
@@ -95,7 +95,7 @@ pub(super) fn plan(
                 unit::Unit::Core
             };
             unit.rule = unit::Rule::Explicit;
-            placed = Some((request.clone(), placement, seen));
+            placed = Some((ge_request.clone(), placement, seen));
             select::Selection {
                 picks: Vec::new(),
                 nics: Vec::new(),
@@ -145,7 +145,7 @@ pub(super) fn plan(
         .filter(|level| shape.items().iter().any(|r| r.kind == *level))
         .collect();
     // A Grid Engine request's topology strings come with its placement (SEMANTICS §12).
-    if let Some((request, placement, seen)) = placed {
+    if let Some((ge_request, placement, seen)) = placed {
         for (r, task) in plan.tasks.iter_mut().enumerate() {
             let cores = placement.cores.as_ref().map(|c| &c[r][..]);
             task.ge_topology = ge::job_string(&seen, &placement.tasks[r], cores);
@@ -153,8 +153,8 @@ pub(super) fn plan(
         let all: Vec<usize> = placement.tasks.concat();
         let cores: Option<Vec<usize>> = placement.cores.as_ref().map(|c| c.concat());
         plan.ge = Some(ge::Summary {
-            request: request.text.clone(),
-            instance: request.instance,
+            request: ge_request.text.clone(),
+            instance: ge_request.instance,
             job_topology: ge::job_string(&seen, &all, cores.as_deref()),
             job_cpus: ge::pus(&seen, &all),
             pe: ge::walk::pe_column(&seen, &all, placement.threads),
