@@ -229,10 +229,30 @@ pub fn help_examples() -> String {
 
 /// The README's table for `entries` (`| name | what |` rows under a header).
 pub fn readme_table(header: (&str, &str), entries: &[Entry]) -> String {
+    markdown_table(
+        header,
+        entries.iter().map(|e| {
+            let names: Vec<String> = e.names.iter().map(|n| format!("`{n}`")).collect();
+            (names.join(", "), e.what.to_owned())
+        }),
+    )
+}
+
+/// The README's "Exit codes" table: [`EXIT_STATUS`]'s rows.
+pub fn readme_exit_table() -> String {
+    markdown_table(
+        ("code", "meaning"),
+        EXIT_STATUS
+            .iter()
+            .map(|(code, what)| ((*code).to_owned(), (*what).to_owned())),
+    )
+}
+
+/// A two-column Markdown table.
+fn markdown_table(header: (&str, &str), rows: impl Iterator<Item = (String, String)>) -> String {
     let mut out = format!("| {} | {} |\n|---|---|\n", header.0, header.1);
-    for e in entries {
-        let names: Vec<String> = e.names.iter().map(|n| format!("`{n}`")).collect();
-        out.push_str(&format!("| {} | {} |\n", names.join(", "), e.what));
+    for (name, what) in rows {
+        out.push_str(&format!("| {name} | {what} |\n"));
     }
     out
 }

@@ -98,10 +98,7 @@ fn readme_environment_and_files_tables_are_the_man_pages() {
         );
     }
     // The exit codes: the same rows as the man page's EXIT STATUS.
-    let mut want = String::from("| code | meaning |\n|---|---|\n");
-    for (code, what) in binder::manual::EXIT_STATUS {
-        want.push_str(&format!("| {code} | {what} |\n"));
-    }
+    let want = binder::manual::readme_exit_table();
     assert_eq!(
         readme_block(&readme, "exit-status"),
         want,
