@@ -1,69 +1,15 @@
-//! A launch with the hwloc topology: binds this process through hwloc and reads the
-//! binding back, binds memory, and explains inherited bindings (`--verbose`). The warm
-//! path's binding without hwloc is `binder_core::launch`.
-//!
-//! binder has one thread when it binds, so the single-thread flavour of hwloc's calls is
-//! exact and the cheapest: `sched_setaffinity` and `set_mempolicy` on this thread, both of
-//! which survive `execve` into the task. Binding goes through hwlocality, whose cpusets
-//! grow past 1024 CPUs (a `cpu_set_t` does not).
-
-use hwlocality::cpu::binding::CpuBindingFlags;
-use hwlocality::cpu::cpuset::CpuSet;
-use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
-use hwlocality::memory::nodeset::NodeSet;
+//! A launch with the hwloc topology, for the CLI: refuses a topology that is not this
+//! host's (reading hwloc's variables from the environment, which the planning library
+//! does not), then binds through `binder_plan::hostbind` and execs.
 
 use std::io::Write;
 
-use binder_core::cpulist::cpu_list;
 use binder_core::identity::Identity;
-use binder_core::launch::{exec, finish, prepare_cached, LaunchError, Options};
+use binder_core::launch::{exec, LaunchError, Options};
 use binder_core::view::TaskView;
-use binder_plan::report::cpus_of;
 use binder_plan::topology::Topology;
 
-/// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
-pub fn current(topology: &Topology) -> Option<CpuSet> {
-    topology
-        .hw()
-        .cpu_binding(CpuBindingFlags::ASSUME_SINGLE_THREAD)
-        .ok()
-}
-
-/// Binds this process to `set` and checks that the kernel applied exactly that.
-pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
-    let flags = CpuBindingFlags::ASSUME_SINGLE_THREAD | CpuBindingFlags::STRICT;
-    topology
-        .hw()
-        .bind_cpu(set, flags)
-        .map_err(|e| LaunchError::Bind {
-            cpus: cpu_list(&cpus_of(set)),
-            reason: e.to_string(),
-        })?;
-    let got = current(topology).unwrap_or_default();
-    if got != *set {
-        return Err(LaunchError::NotApplied {
-            want: cpu_list(&cpus_of(set)),
-            got: cpu_list(&cpus_of(&got)),
-        });
-    }
-    Ok(())
-}
-
-/// Binds this process's memory to the NUMA nodes of `cpus` (strict `MPOL_BIND`, as
-/// `numactl --membind` does); returns the NUMA nodes (OS numbers) bound to.
-pub fn bind_memory_local(topology: &Topology, cpus: &CpuSet) -> Result<Vec<usize>, LaunchError> {
-    let nodes = NodeSet::from_cpuset(topology.hw(), cpus);
-    let list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
-    let flags = MemoryBindingFlags::ASSUME_SINGLE_THREAD | MemoryBindingFlags::STRICT;
-    topology
-        .hw()
-        .bind_memory(&nodes, MemoryBindingPolicy::Bind, flags)
-        .map_err(|e| LaunchError::Membind {
-            nodes: cpu_list(&list),
-            reason: e.to_string(),
-        })?;
-    Ok(list)
-}
+pub use binder_plan::hostbind::{bind_cpus, bind_memory_local, current};
 
 /// Binds this process as `view` (this rank's of a plan made on `topology`) says and execs
 /// the command. Returns only on failure; `stderr` gets `--report` and `--verbose` lines.
@@ -105,11 +51,9 @@ pub fn this_system(topology: &Topology) -> Result<(), LaunchError> {
 }
 
 /// Binds this process as `view` says and returns the task's environment, without
-/// exec'ing: the node ledger records the task between the two. With a topology the
-/// binding goes through hwloc, `--verbose` explains inherited bindings and `membind`
-/// works; without one (the cache's and the ledger's warm path) the kernel's
-/// `sched_setaffinity` binds, and the caller never comes here with `--verbose` or
-/// `membind`.
+/// exec'ing (`binder_plan::hostbind::prepare`), after refusing a topology that is not
+/// this host's when anything is to be bound (a library caller may still run unbound
+/// tasks on another machine's topology).
 pub fn prepare(
     view: &TaskView,
     topology: Option<&Topology>,
@@ -117,67 +61,10 @@ pub fn prepare(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
-    let Some(topology) = topology else {
-        return prepare_cached(view, identity, options, stderr);
-    };
-    // Binding to another machine's CPU numbers would bind somewhere else (the CLI refuses
-    // such a topology for every launch; a library caller may still run unbound tasks).
-    if view.is_bound() || options.membind {
-        this_system(topology)?;
-    }
-    let unbound = !view.is_bound();
-    // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
-    let inherited = (options.verbose || (options.membind && unbound))
-        .then(|| match options.started_on {
-            Some(cpus) => {
-                let mut set = CpuSet::new();
-                for &c in cpus {
-                    set.set(c);
-                }
-                Some(set)
-            }
-            None => current(topology),
-        })
-        .flatten();
-    if options.verbose {
-        binder_core::text::emit(stderr, &identity.describe());
-        let allowed = topology.hw().allowed_cpuset();
-        if let Some(inherited) = inherited.as_ref().filter(|i| **i != *allowed) {
-            let hint = identity.launcher.map_or_else(
-                || "the launcher's binding option".to_owned(),
-                |l| format!("`{}`", l.unbind_hint()),
-            );
-            let what = if unbound {
-                "`bind: none` keeps that binding".to_owned()
-            } else {
-                format!("binder plans over the allowed set and rebinds; turn the launcher's binding off with {hint}")
-            };
-            binder_core::text::emit(
-                stderr,
-                &format!(
-                    "warning: started bound to cpus {} of the allowed {}; {what}",
-                    cpu_list(&cpus_of(inherited)),
-                    cpu_list(&cpus_of(&allowed)),
-                ),
-            );
+    if let Some(t) = topology {
+        if view.is_bound() || options.membind {
+            this_system(t)?;
         }
     }
-    let mut cpuset = CpuSet::new();
-    for &c in &view.cpus {
-        cpuset.set(c);
-    }
-    if !unbound && view.apply && options.started_on.is_none() {
-        bind_cpus(topology, &cpuset)?;
-    }
-    if options.membind {
-        let fallback;
-        let cpus = if unbound {
-            fallback = inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target());
-            &fallback
-        } else {
-            &cpuset
-        };
-        bind_memory_local(topology, cpus)?;
-    }
-    finish(view, identity, options, stderr)
+    binder_plan::hostbind::prepare(view, topology, identity, options, stderr)
 }

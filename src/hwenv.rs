@@ -47,3 +47,33 @@ pub fn block_libxml() -> Vec<&'static str> {
     std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
     vec!["HWLOC_LIBXML_IMPORT"]
 }
+
+/// Whether `t`, loaded on the host, is an XML of this very host that hwloc does not take
+/// for it: Flux's job shell with `-o hwloc.xmlfile` hands every task `HWLOC_XMLFILE`,
+/// its own export of this node, and hwloc treats any XML as another machine (binding to
+/// it would be refused). When the XML names this host (`HostName`) and holds exactly its
+/// online CPUs, this sets `HWLOC_THISSYSTEM=1` (hwloc's own switch for that) so the next
+/// load is this system; process-wide, like [`block_unused_plugins`], for the CLI alone.
+/// An XML of another machine stays refused.
+pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
+    use binder_core::procfs::Procs;
+    if t.hw().is_this_system()
+        || std::env::var_os("HWLOC_XMLFILE").is_none()
+        || std::env::var_os("HWLOC_THISSYSTEM").is_some()
+        || std::env::var_os("HWLOC_SYNTHETIC").is_some()
+    {
+        return false;
+    }
+    let named = t
+        .hw()
+        .root_object()
+        .info("HostName")
+        .is_some_and(|h| h.to_bytes() == binder_core::identity::hostname().as_bytes());
+    let pus = binder_plan::report::cpus_of(&t.hw().complete_cpuset());
+    let online = binder_core::procfs::Real.online();
+    if !named || online.as_deref() != Some(&pus[..]) {
+        return false;
+    }
+    std::env::set_var("HWLOC_THISSYSTEM", "1");
+    true
+}

@@ -60,7 +60,11 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["HWLOC_XMLFILE", "HWLOC_SYNTHETIC"],
-        what: "make hwloc describe another machine: a launch refuses (use `--topology` for a dry-run); every `HWLOC_*` variable is part of the node cache's key",
+        what: "make hwloc describe another machine: a launch refuses (use `--topology` for a dry-run), unless the XML names this host and holds exactly its online CPUs (Flux's `-o hwloc.xmlfile`); every `HWLOC_*` variable is part of the node cache's key",
+    },
+    Entry {
+        names: &["SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST"],
+        what: "with `mask_cpu` or `map_cpu`, the union of the step's task masks is the job's allocation on the node (SEMANTICS §4.1); the SPANK plugin reads the type srun handed over to tell a typed `--cpu-bind` from Slurm's implicit one",
     },
     Entry {
         names: &[
@@ -86,12 +90,13 @@ pub const ENVIRONMENT: &[Entry] = &[
             "SLURM_JOB_ID",
             "SLURM_STEP_ID",
             "FLUX_JOB_ID",
+            "FLUX_JOB_TMPDIR",
             "PMIX_NAMESPACE",
             "OMPI_MCA_ess_base_jobid",
             "PALS_APID",
             "MPIRUN_ID",
         ],
-        what: "the job the task belongs to, for the node ledger (Hydra exports none: its proxy process names the job)",
+        what: "the job the task belongs to, for the node ledger (Hydra exports none: its proxy process names the job; Flux's job shell rank, from its `FLUX_JOB_TMPDIR`, keeps each shell's tasks apart on a host shared by brokers)",
     },
     Entry {
         names: &["NO_COLOR"],

@@ -6,8 +6,7 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use binder_core::cache::launch as cache;
-use binder_core::launch::ledgered::{Job, Stopped};
+use binder_core::launch::ledgered::Job;
 use binder_core::launch::line::{job_text, Requests};
 use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
@@ -147,69 +146,53 @@ pub fn run(
         gpu_ids: config.gpu_ids.map(|g| format!("{g:?}")),
     };
     let site_bytes = site.as_ref().map(|(_, text)| text.as_str());
-    let text = job_text(&shape_bytes, &requests, site_bytes, &|k| env.var(k));
+    // The job's allocation on this node (SEMANTICS §4.1): launches and dry-runs on this
+    // host plan inside it; another machine's topology has none.
+    let envelope = if config.source == Source::Host {
+        binder_core::envelope::Envelope::here(&identity, &|k| env.var(k))
+    } else {
+        binder_core::envelope::Envelope::allowed()
+    };
+    let text = job_text(&shape_bytes, &requests, site_bytes, &|k| env.var(k)) + &envelope.key();
+    if config.verbose && matches!(config.action, Action::Launch(_)) {
+        binder_core::text::emit(err, &identity.describe());
+        binder_core::text::emit(err, &envelope.describe());
+    }
     let grant = binder_plan::gpu::Grant::from_env(&|k| env.var(k))
         .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
     if let Action::Launch(command) = &config.action {
-        // Every launch on the host goes through the node ledger unless it is off; one
-        // that cannot coordinate runs bound all the same, said once per node (by local
-        // rank 0), unless BINDER_LEDGER=require (SEMANTICS §13.1 item 3).
-        let why = match ledger::Ledger::open(&|k| env.var(k)) {
-            Ok(ledger) => {
-                let job = Job {
-                    origin: &origin,
-                    text: &text,
-                    identity: &identity,
-                    gpus_per_task: config.gpus_per_task,
-                    verbose: config.verbose,
-                };
-                let grant = grant.clone();
-                match ledgered::launch(&ledger, &job, config, &shape, grant, env, command, err) {
-                    Stopped::Error(e) => return Err(e),
-                    Stopped::Uncoordinated(why) => Some(why),
-                }
-            }
-            Err(why) if why.starts_with("BINDER_LEDGER=") => None,
-            Err(why) => Some(why),
+        // Every launch runs the one launch flow: the node ledger unless it is off, the
+        // node cache, the plan inside the job's allocation, hwloc's binding, exec.
+        let job = Job {
+            origin: &origin,
+            text: &text,
+            identity: &identity,
+            gpus_per_task: config.gpus_per_task,
+            verbose: config.verbose,
+            envelope: &envelope,
         };
-        if let Some(why) = why {
-            if ledger::store::required(&|k| env.var(k)) {
-                return Err(ledger::LedgerError::Required(why).into());
-            }
-            if identity.rank == 0 {
-                binder_core::text::emit(
-                    err,
-                    &format!("warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}", binder_core::text::printable(&why, 200)),
-                );
-            }
-        }
-    }
-    let membind = shape.membind_for(identity.rank);
-    // Launches on the host may bind from the node cache (see `cache`): no discovery.
-    let get = |k: &str| env.var(k);
-    let cache = match &config.action {
-        Action::Launch(_) if config.source == Source::Host && !config.verbose && !membind => {
-            cache::open(&get, &text, identity.size, config.gpus_per_task, err)
-        }
-        _ => None,
-    };
-    if let (Some(pair), Action::Launch(command)) = (&cache, &config.action) {
-        if let Some((views, _)) = cache::lookup(pair, &get, err) {
-            let view = &views[identity.rank];
-            let options = launch_options(config, view, command, &[]);
-            return Err(launch::run_cached(view, &identity, &options, err).into());
-        }
+        return Err(ledgered::launch(
+            &job, config, &shape, grant, env, command, err,
+        ));
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
     // through the environment (process-wide, so never done by `load_topology` itself).
-    let scrub = match config.source {
+    match config.source {
         Source::Host => {
-            crate::hwenv::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some())
+            crate::hwenv::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some());
         }
-        Source::GeString(_) => crate::hwenv::block_libxml(),
-        _ => Vec::new(),
-    };
+        Source::GeString(_) => {
+            crate::hwenv::block_libxml();
+        }
+        _ => {}
+    }
     let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    if config.source == Source::Host && crate::hwenv::trust_own_xml(&topology) {
+        topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    }
+    let mut topology = topology
+        .within(envelope.cpus.as_deref())
+        .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
     topology.set_gpu_grant(grant);
     let request = PlanRequest::new(&shape, &topology, identity.size)
@@ -224,75 +207,55 @@ pub fn run(
         return result.map_err(Error::from);
     }
     let mut plan = plan(&request)?;
-    if let Some(pair) = &cache {
-        let views = binder_plan::around::views(&plan, &shape);
-        let pack = shape.options.pack.unwrap_or_default().into();
-        cache::store(pair, views, pack, &get, err);
+    if config.verbose {
+        binder_core::text::emit(err, &identity.describe());
     }
-    match &config.action {
-        Action::Launch(command) => {
-            if config.verbose {
-                if let Some(line) = report::kinds_line(&plan) {
-                    binder_core::text::emit(err, &line);
-                }
-            }
-            let view = binder_plan::view::launch_view(&plan, &shape, identity.rank);
-            let options = launch_options(config, &view, command, &scrub);
-            Err(crate::hwbind::run(&topology, &view, &identity, &options, err).into())
-        }
-        _ => {
-            if config.verbose {
-                binder_core::text::emit(err, &identity.describe());
-            }
-            let ranks = identity.rank_known.then_some([identity.rank]);
-            let header = format!("binder --dry-run {origin} on {}", config.source);
-            if config.format == report::Format::Pe && plan.ge.is_none() {
-                return Err(Error::Usage(
-                    "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
-                ));
-            }
-            if config.format == report::Format::Rankfile {
-                return report::rankfile(&topology, &plan, out).map_err(Error::Output);
-            }
-            if matches!(config.format, report::Format::Map | report::Format::Svg) {
-                // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,
-                // CLICOLOR, CLICOLOR_FORCE, TERM=dumb); NO_COLOR also through `env`.
-                let colour = anstream::AutoStream::choice(&std::io::stdout())
-                    != anstream::ColorChoice::Never
-                    && env.var("NO_COLOR").is_none();
-                let blocked = report::map::blocked(&topology, &shape.options.reserve)
-                    .map_err(binder_plan::PlanError::from)?;
-                return report::picture(
-                    &topology,
-                    &plan,
-                    &blocked,
-                    config.format,
-                    &header,
-                    colour,
-                    out,
-                )
-                .map_err(Error::Output);
-            }
-            fill_ge_topology(&topology, &mut plan);
-            let (previews, warnings) =
-                binder_plan::preview(&topology, &plan, &shape, &|k| env.var(k));
-            for warning in warnings {
-                binder_core::text::emit(err, &format!("warning: {warning}"));
-            }
-            let extras = report::Extras {
-                previews: &previews,
-                show_env: config.show_env,
-            };
-            report::render_with(
-                &plan,
-                ranks.as_ref().map(|r| &r[..]),
-                config.format,
-                config.cpuset_format,
-                &header,
-                extras,
-                out,
-            )
-            .map_err(Error::Output)
-        }
+    let ranks = identity.rank_known.then_some([identity.rank]);
+    let header = format!("binder --dry-run {origin} on {}", config.source);
+    if config.format == report::Format::Pe && plan.ge.is_none() {
+        return Err(Error::Usage(
+            "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
+        ));
     }
+    if config.format == report::Format::Rankfile {
+        return report::rankfile(&topology, &plan, out).map_err(Error::Output);
+    }
+    if matches!(config.format, report::Format::Map | report::Format::Svg) {
+        // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,
+        // CLICOLOR, CLICOLOR_FORCE, TERM=dumb); NO_COLOR also through `env`.
+        let colour = anstream::AutoStream::choice(&std::io::stdout())
+            != anstream::ColorChoice::Never
+            && env.var("NO_COLOR").is_none();
+        let blocked = report::map::blocked(&topology, &shape.options.reserve)
+            .map_err(binder_plan::PlanError::from)?;
+        return report::picture(
+            &topology,
+            &plan,
+            &blocked,
+            config.format,
+            &header,
+            colour,
+            out,
+        )
+        .map_err(Error::Output);
+    }
+    fill_ge_topology(&topology, &mut plan);
+    let (previews, warnings) = binder_plan::preview(&topology, &plan, &shape, &|k| env.var(k));
+    for warning in warnings {
+        binder_core::text::emit(err, &format!("warning: {warning}"));
+    }
+    let extras = report::Extras {
+        previews: &previews,
+        show_env: config.show_env,
+    };
+    report::render_with(
+        &plan,
+        ranks.as_ref().map(|r| &r[..]),
+        config.format,
+        config.cpuset_format,
+        &header,
+        extras,
+        out,
+    )
+    .map_err(Error::Output)
 }

@@ -1,7 +1,7 @@
-//! `binder-full`'s launch through the node ledger (SEMANTICS §13, §13.1): the flow is
-//! `binder_core::launch::ledgered`'s, the planning `binder_plan::around`'s; what is left
-//! here is the CLI's: trimming hwloc's plugins in its own environment, and binding with
-//! the topology (`--verbose`, `membind`) before exec.
+//! `binder-full`'s front on the one launch flow (`binder_core::launch::flow`): planning is
+//! `binder_plan::around`'s; what is left here is the CLI's: trimming hwloc's plugins in its
+//! own environment, taking the shell's own XML for this host, and binding with the
+//! topology (`--verbose`, `membind`) before exec.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -9,10 +9,11 @@ use std::io::Write;
 use super::launch_options;
 use crate::config::Config;
 use crate::error::Error;
-use binder_core::identity::Env;
-use binder_core::launch;
-use binder_core::launch::ledgered::{self, Job, Stopped};
-use binder_core::ledger::Ledger;
+use binder_core::identity::{Env, Identity};
+use binder_core::launch::flow::{self, Front};
+use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
+use binder_core::ledger::Scan;
+use binder_core::view::TaskView;
 use binder_plan::around::HostPlanner;
 use binder_plan::gpu::Grant;
 use binder_plan::shape::Shape;
@@ -20,18 +21,86 @@ use binder_plan::topology::{Source, Topology};
 
 /// This host's topology for a launch, with hwloc's unused plugins blocked first (the CLI
 /// is single-threaded, so it may set that in its own environment); refused when hwloc
-/// describes another machine.
+/// describes another machine (but for the job shell's XML of this very host).
 pub(super) fn load_host(shape: &Shape, gpus_per_task: Option<usize>) -> Result<Topology, Error> {
     crate::hwenv::block_unused_plugins(shape.needs_io() || gpus_per_task.is_some());
-    let t = binder_plan::load_topology(shape, &Source::Host, gpus_per_task)?;
+    let mut t = binder_plan::load_topology(shape, &Source::Host, gpus_per_task)?;
+    if crate::hwenv::trust_own_xml(&t) {
+        t = binder_plan::load_topology(shape, &Source::Host, gpus_per_task)?;
+    }
     crate::hwbind::this_system(&t)?;
     Ok(t)
+}
+
+/// The CLI's front: the host planner, and binding through hwloc.
+struct Cli<'a> {
+    planner: HostPlanner<'a, Error>,
+    config: &'a Config,
+    shape: &'a Shape,
+    identity: &'a Identity,
+    command: &'a [OsString],
+    /// hwloc's plugin blocklist set in binder's own environment, kept from the task.
+    scrub: Vec<&'static str>,
+}
+
+impl Planner for Cli<'_> {
+    type Error = Error;
+
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
+        self.planner.plain(job, err)
+    }
+
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        scan: &Scan,
+        avoid: &Avoid,
+        err: &mut impl Write,
+    ) -> Result<Planned, Error> {
+        self.planner.around(job, scan, avoid, err)
+    }
+
+    fn shares(&self) -> bool {
+        self.planner.shares()
+    }
+}
+
+impl Front for Cli<'_> {
+    fn bind(
+        &mut self,
+        view: &TaskView,
+        started_on: Option<&[usize]>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Error> {
+        let gpus = self.config.gpus_per_task;
+        // `--verbose` and `membind` bind through hwloc: load a topology if planning did
+        // not. Without the ledger's binding (`started_on`), a view planned with the
+        // topology binds through it too.
+        if (self.config.verbose || view.membind) && self.planner.topology.is_none() {
+            self.planner.topology = Some(load_host(self.shape, gpus)?);
+        }
+        if self.planner.topology.is_some() {
+            self.scrub =
+                crate::hwenv::block_unused_plugins(self.shape.needs_io() || gpus.is_some());
+        }
+        let options = binder_core::launch::Options {
+            started_on,
+            ..launch_options(self.config, view, self.command, &self.scrub)
+        };
+        let topology = self.planner.topology.as_ref();
+        Ok(crate::hwbind::prepare(
+            view,
+            topology,
+            self.identity,
+            &options,
+            err,
+        )?)
+    }
 }
 
 /// Runs the launch; returns only when it stopped (the process became the task otherwise).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch(
-    ledger: &Ledger,
     job: &Job<'_>,
     config: &Config,
     shape: &Shape,
@@ -39,48 +108,20 @@ pub(super) fn launch(
     env: &dyn Env,
     command: &[OsString],
     err: &mut impl Write,
-) -> Stopped<Error> {
+) -> Error {
     let get = |k: &str| env.var(k);
     let gpus = config.gpus_per_task;
     let load = Box::new(move |shape: &Shape| load_host(shape, gpus));
-    let mut planner = HostPlanner::new(shape, grant, &get, load);
-    let claimed = match ledgered::claim(ledger, job, env, &mut planner, err) {
-        Ok(claimed) => claimed,
-        Err(stopped) => return stopped,
+    let mut front = Cli {
+        planner: HostPlanner::new(shape, grant, &get, load),
+        config,
+        shape,
+        identity: job.identity,
+        command,
+        scrub: Vec::new(),
     };
-    let view = &claimed.view;
-    // `--verbose` and `membind` bind through hwloc: load a topology if planning did not.
-    if (config.verbose || view.membind) && planner.topology.is_none() {
-        match load_host(shape, gpus) {
-            Ok(t) => planner.topology = Some(t),
-            Err(e) => {
-                claimed.undo();
-                return Stopped::Error(e);
-            }
-        }
-    }
-    // hwloc's plugin blocklist, set in binder's environment when a topology was loaded,
-    // is kept from the task.
-    let scrub = if planner.topology.is_some() {
-        crate::hwenv::block_unused_plugins(shape.needs_io() || gpus.is_some())
-    } else {
-        Vec::new()
-    };
-    let options = launch::Options {
-        started_on: claimed.started_on(),
-        ..launch_options(config, view, command, &scrub)
-    };
-    let prepared =
-        crate::hwbind::prepare(view, planner.topology.as_ref(), job.identity, &options, err);
-    match prepared {
-        Ok(mut task_env) => {
-            task_env.push(("BINDER_JOB".into(), claimed.job.to_string()));
-            drop(claimed);
-            Stopped::Error(launch::exec(command, &task_env, &scrub).into())
-        }
-        Err(e) => {
-            claimed.undo();
-            Stopped::Error(e.into())
-        }
+    match flow::launch(job, env, &mut front, err) {
+        Ok(vars) => binder_core::launch::exec(command, &vars, &front.scrub).into(),
+        Err(e) => e,
     }
 }

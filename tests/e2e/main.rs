@@ -7,8 +7,10 @@
 //! `CI=true` always, elsewhere unless `BINDER_ALLOW_SKIP=1` makes it a visible skip.
 #[path = "../common/mod.rs"]
 mod common;
+mod flux;
 mod hostile;
 mod ledger;
+mod site;
 mod spank;
 
 use std::collections::BTreeMap;
@@ -171,6 +173,56 @@ fn per_rank_rules_under_mpirun() {
     assert_eq!(seen, tasks, "{text}");
 }
 
+/// MPMD: two app contexts of one `mpirun` with different shapes are one job's ranks; one
+/// plan cannot hold both, so the later one is refused with the one line that says how to
+/// write it as one shape with `ranks:` rules, and nothing runs unbound.
+#[test]
+fn mpmd_contexts_with_different_shapes_are_refused_with_the_remedy() {
+    if !available("mpirun") {
+        return;
+    }
+    let bin = common::binder_exe();
+    let mut cmd = mpirun();
+    cmd.current_dir(root())
+        .args([
+            "--bind-to",
+            "none",
+            "-np",
+            "1",
+            bin,
+            "shapes/cores-packed.yaml",
+        ])
+        .args([
+            "--",
+            "sleep",
+            "2",
+            ":",
+            "-np",
+            "1",
+            bin,
+            "shapes/cores-scatter.yaml",
+        ])
+        .args(["--", "sleep", "2"])
+        .env("BINDER_LEDGER_DIR", common::private_ledger());
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) {
+            cmd.env_remove(key);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("binder: local rank "))
+        .unwrap_or_else(|| panic!("no refusal in:\n{stderr}"));
+    assert!(
+        line.contains("the job's other ranks on this node run with another shape")
+            && line.contains("`ranks:` rule"),
+        "{line}"
+    );
+}
+
 #[test]
 fn mpich_hydra() {
     if !available("mpiexec.hydra") {
@@ -204,14 +256,24 @@ fn exit_status_through_mpirun() {
     assert_eq!(status.code(), Some(3));
 }
 
-/// A single-node Slurm on localhost, stopped when dropped.
+/// A single-node Slurm on localhost, stopped when dropped. One at a time (slurmd and the
+/// cgroup mount are not for sharing between parallel tests): each holds [`SLURM_LOCK`].
 struct Slurm {
     dir: PathBuf,
     conf: String,
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+static SLURM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Slurm {
     fn start() -> Option<Slurm> {
+        Slurm::start_with(&[])
+    }
+
+    /// A Slurm configured by `slurm.sh`'s `E2E_*` variables (a site's task plugins,
+    /// ConstrainCores, the plugin's plugstack arguments).
+    fn start_with(config: &[(&str, String)]) -> Option<Slurm> {
         let root_user = Command::new("id")
             .arg("-u")
             .output()
@@ -222,6 +284,7 @@ impl Slurm {
         if !common::prerequisite(root_user, "root (the Slurm e2e test starts slurmd)") {
             return None;
         }
+        let one = SLURM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("binder-slurm-{}", std::process::id()));
         let script = root().join("tests/e2e/slurm.sh");
         // binder's SPANK plugin, built beside the executables by the workspace's build.
@@ -236,6 +299,7 @@ impl Slurm {
             .arg("start")
             .arg(&dir)
             .env("BINDER_SPANK", &spank)
+            .envs(config.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -246,6 +310,7 @@ impl Slurm {
                 .unwrap_or_default()
                 .to_owned(),
             dir,
+            _one: one,
         };
         assert!(
             out.status.success() && !slurm.conf.is_empty(),
@@ -327,12 +392,14 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
                     || (line.contains("local rank ") && line.ends_with(')'))
                     || (line.contains(": joins the plan its first task recorded in ")
                         && line.contains("binder-test-ledger-"))
-                    || line.contains(": warning: "));
+                    || line.contains(": warning: ")
+                    || (line.contains(": job's allocation here: ")
+                        && line.ends_with("binder binds inside it")));
             if !whole {
                 garbled.push(line.to_owned());
             }
         }
     }
-    assert!(lines >= 20 * 16, "only {lines} lines from 20 × 8 ranks");
+    assert!(lines >= 20 * 24, "only {lines} lines from 20 × 8 ranks");
     assert!(garbled.is_empty(), "garbled lines:\n{}", garbled.join("\n"));
 }

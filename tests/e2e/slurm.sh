@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Starts (`slurm.sh start DIR`) or stops (`slurm.sh stop DIR`) a throwaway single-node
 # Slurm cluster on localhost for binder's end-to-end tests: munged, slurmctld and slurmd,
-# all confined to DIR (own socket, ports, spool and state), run as root. Task binding by
-# Slurm is off (TaskPlugin=task/none), so what the tests see is binder's binding.
+# all confined to DIR (own socket, ports, spool and state), run as root. By default task
+# binding by Slurm is off (TaskPlugin=task/none); a site's configuration is asked for with
+# E2E_SLURM_TASK (e.g. task/affinity,task/cgroup), E2E_SLURM_PROCTRACK (proctrack/cgroup)
+# and E2E_SLURM_CONSTRAIN (yes or no, cgroup.conf's ConstrainCores); E2E_SLURM_OVERSUBSCRIBE
+# is the partition's OverSubscribe (FORCE unless told), E2E_SPANK_ARGS the plugin's
+# plugstack.conf arguments (default=SHAPE catalog=DIR).
 # With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin.
 # Prints `export SLURM_CONF=...` on success.
 set -euo pipefail
@@ -33,8 +37,8 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=${E2E_SLURM_PROCTRACK:-proctrack/linuxproc}
+TaskPlugin=${E2E_SLURM_TASK:-task/none}
 LaunchParameters=use_interactive_step
 MpiDefault=none
 SchedulerType=sched/builtin
@@ -47,18 +51,18 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 PlugStackConfig=$dir/plugstack.conf
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}
 CONF
   # binder's SPANK plugin, when the caller built it (BINDER_SPANK=path/libbinder_spank.so).
   if [ -n "${BINDER_SPANK:-}" ]; then
-    echo "required $BINDER_SPANK" >"$dir/plugstack.conf"
+    echo "required $BINDER_SPANK ${E2E_SPANK_ARGS:-}" >"$dir/plugstack.conf"
   else
     : >"$dir/plugstack.conf"
   fi
   # slurmd 22.05 insists on a cgroup mount even with proctrack/linuxproc and task/none.
   # A booted machine has one; a bare chroot does not, so mount this process's cgroup v1
   # hierarchies (or cgroup2 on a unified host) for the duration of the test.
-  printf "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n" >"$dir/cgroup.conf"
+  printf "CgroupPlugin=autodetect\nIgnoreSystemd=yes\nConstrainCores=%s\n" "${E2E_SLURM_CONSTRAIN:-no}" >"$dir/cgroup.conf"
   if ! mountpoint -q /sys/fs/cgroup; then
     if grep -q '^0::/' /proc/self/cgroup && [ "$(wc -l </proc/self/cgroup)" = 1 ]; then
       mount -t cgroup2 none /sys/fs/cgroup

@@ -94,6 +94,24 @@ pub fn srun_binder(conf: &str) {
     );
     eprintln!("srun --binder=bad.yaml: {stderr}");
 
+    // `membind: local` through the plugin: memory bound through hwloc, as `binder` does.
+    if common::has("numactl") {
+        let out = srun(conf, &ledger, &["-n", "1", "--cpu-bind=none"])
+            .args([
+                "--binder=shapes/hybrid-numa-openmp.yaml",
+                "numactl",
+                "--show",
+            ])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "membind: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("policy: bind") && stdout.contains("membind: 0"),
+            "membind: {stdout}\n{stderr}"
+        );
+    }
+
     // srun's own binding and binder's both: refused, saying which to drop.
     let out = srun(conf, &ledger, &["-n", "1", "--cpu-bind=map_cpu:0"])
         .args([&format!("--binder={shape}"), "true"])

@@ -137,11 +137,15 @@ fn hits_misses_and_repairs_on_this_host() {
     let (warm, trace) = launch(&dir, &[], &shape);
     assert!(trace.contains("cache hit"), "{trace}");
     assert_eq!(warm, cold, "a hit launches what a cold run does");
-    // A narrower inherited affinity is not part of the key: still a hit, same binding.
-    if prerequisite(crate::common::has("taskset"), "taskset") {
+    // Without a launcher a narrower inherited affinity is the job's allocation (SEMANTICS
+    // §4.1): another entry, and the task stays inside it; the same again is a hit.
+    if prerequisite(crate::common::has("taskset"), "taskset") && cold.contains("0-") {
         let (narrow, trace) = launch(&dir, &["taskset", "-c", "0"], &shape);
+        assert!(trace.contains("cache miss"), "{trace}");
+        assert!(narrow.contains("Cpus_allowed_list:\t0\n"), "{narrow}");
+        let (again, trace) = launch(&dir, &["taskset", "-c", "0"], &shape);
         assert!(trace.contains("cache hit"), "{trace}");
-        assert_eq!(narrow, cold);
+        assert_eq!(again, narrow);
     }
     // Another shape (same file contents but one more rank) is another entry: a miss.
     let other = [

@@ -196,7 +196,9 @@ fn verbose_under_bind_none_says_the_binding_is_kept() {
                 "--",
                 "true",
             ])
-            .current_dir(crate::common::root()),
+            .current_dir(crate::common::root())
+            .env("MPI_LOCALRANKID", "0")
+            .env("MPI_LOCALNRANKS", "1"),
         SUCCESS,
     );
     let err = String::from_utf8(out.stderr).unwrap();
@@ -204,6 +206,40 @@ fn verbose_under_bind_none_says_the_binding_is_kept() {
         err.contains("`bind: none` keeps that binding") && !err.contains("rebinds"),
         "{err}"
     );
+}
+
+/// Without a launcher, `taskset -c 0 binder …` is the job's allocation (SEMANTICS §4.1):
+/// binder plans inside it, and `-v` says where it came from.
+#[test]
+fn without_a_launcher_the_inherited_affinity_is_the_allocation() {
+    if host_cores() < 2 {
+        return;
+    }
+    let out = run(
+        Command::new("taskset")
+            .args([
+                "-c",
+                "1",
+                crate::common::binder_exe(),
+                "-v",
+                "shapes/cores-packed.yaml",
+                "--",
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status | cut -f2",
+            ])
+            .current_dir(crate::common::root())
+            .env("BINDER_LEDGER_DIR", crate::common::private_ledger()),
+        SUCCESS,
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(
+            "job's allocation here: cpus 1, from the affinity binder started with (no launcher)"
+        ),
+        "{err}"
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "1", "{err}");
 }
 
 /// Adding `--dry-run` to a launch line previews the plan and runs nothing.
@@ -269,8 +305,8 @@ fn report_and_verbose_lines() {
     );
     if host_cores() > 1 {
         assert!(
-            lines[1].contains("started bound to cpus 0 of the allowed")
-                && lines[1].contains("`mpiexec -bind-to none`"),
+            lines[2].contains("started bound to cpus 0 of the allocation")
+                && lines[2].contains("`mpiexec -bind-to none`"),
             "{err}"
         );
     }

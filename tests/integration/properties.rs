@@ -312,8 +312,11 @@ proptest! {
     }
 }
 
-/// Two binder processes with different inherited affinities plan the host identically:
-/// the plan depends on the allowed CPUs, never on the mask a launcher left behind.
+/// Two tasks of a launcher with different inherited affinities plan the host
+/// identically: under a launcher the plan depends on the allowed CPUs and the job's
+/// allocation (which its daemon says alike to every task), never on the mask the launcher
+/// left on one task. (Without a launcher the inherited affinity is the allocation:
+/// `launch::without_a_launcher_the_inherited_affinity_is_the_allocation`.)
 #[test]
 fn plans_do_not_depend_on_the_inherited_affinity() {
     if !crate::common::prerequisite(has("taskset"), "taskset") {
@@ -344,7 +347,9 @@ fn plans_do_not_depend_on_the_inherited_affinity() {
                     None => cmd.env_remove(k),
                 };
             }
-            cmd.current_dir(crate::common::root());
+            cmd.current_dir(crate::common::root())
+                .env("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+                .env("OMPI_COMM_WORLD_LOCAL_SIZE", "1");
             String::from_utf8(run(&mut cmd, 0).stdout).unwrap()
         };
         assert_eq!(plan_under("0"), plan_under(&last), "{shape}");

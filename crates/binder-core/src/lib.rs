@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod cpulist;
+pub mod envelope;
 pub mod error;
 pub mod exit_code;
 pub mod identity;

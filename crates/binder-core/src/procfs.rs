@@ -65,6 +65,30 @@ pub trait Procs {
 /// The most threads of one process whose affinity is read (more are not looked at).
 pub const MAX_THREADS: usize = 4096;
 
+/// The affinity of process `pid` (`None`: this thread) as the kernel has it, OS numbers
+/// ascending; `None` when it cannot be read (the process is gone). Any user may read any
+/// process's affinity: the envelope reads the launcher daemon's (`crate::envelope`).
+pub fn affinity(pid: Option<u32>) -> Option<Vec<usize>> {
+    // Large enough for any kernel's mask (65,536 CPUs).
+    let mut got = vec![0u64; 1024];
+    let pid = pid.map_or(0, |p| libc::pid_t::try_from(p).unwrap_or(-1));
+    // SAFETY: the pointer and length describe `got`, which outlives the call; the kernel
+    // writes at most `got.len() * 8` bytes.
+    let n = unsafe { libc::sched_getaffinity(pid, got.len() * 8, got.as_mut_ptr().cast()) };
+    if n != 0 {
+        return None;
+    }
+    let mut read = Vec::new();
+    for (w, &word) in got.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            read.push(w * 64 + bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+    Some(read)
+}
+
 /// The real `/proc`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Real;

@@ -52,10 +52,15 @@ impl<'a, E> HostPlanner<'a, E> {
             topology: None,
         }
     }
+}
 
-    /// The topology with the job's GPU allocation.
-    fn load(&mut self) -> Result<Topology, E> {
-        let mut t = (self.load)(self.shape)?;
+impl<E: From<PlanError>> HostPlanner<'_, E> {
+    /// The topology inside the job's allocation (SEMANTICS §4.1), with its GPUs.
+    fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
+        let t = (self.load)(self.shape)?;
+        let mut t = t
+            .within(job.envelope.cpus.as_deref())
+            .map_err(PlanError::from)?;
         t.set_gpu_grant(self.grant.clone());
         Ok(t)
     }
@@ -81,7 +86,7 @@ where
         err: &mut impl Write,
     ) -> Result<Planned, E> {
         let pack = self.shape.options.pack.unwrap_or_default();
-        let mut t = self.load()?;
+        let mut t = self.load(job)?;
         let views = around::<E>(job, self.shape, &self.grant, scan, avoid, &mut t, err)?;
         self.topology = Some(t);
         Ok((views, pack.into()))
@@ -106,8 +111,13 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
         {
             return Ok(views);
         }
-        let t = self.load()?;
+        let t = self.load(job)?;
         let plan = crate::plan(&request(job, shape, &t))?;
+        if job.verbose {
+            if let Some(line) = report::kinds_line(&plan) {
+                binder_core::text::emit(err, &line);
+            }
+        }
         let views = views(&plan, shape);
         if let Some(pair) = &cache {
             let pack = shape.options.pack.unwrap_or_default().into();

@@ -20,6 +20,7 @@ pub mod error;
 pub mod explain;
 pub mod ge;
 pub mod gpu;
+pub mod hostbind;
 pub mod nic;
 pub mod node;
 pub mod pack;

@@ -250,6 +250,30 @@ fn refuse(why: &str) -> ! {
     unsafe { libc::_exit(binder_core::exit_code::REFUSED) }
 }
 
+/// The `SLURM_CPU_BIND_TYPE` srun handed over (`None`: the user asked for no binding),
+/// read in `slurm_spank_user_init`, before Slurm's task plugin writes the binding it
+/// chose itself (task/affinity's implicit auto binding, or `none` rewritten to
+/// `mask_cpu`) into each task's environment. Tasks are forked after it is set.
+static USER_BIND: OnceLock<Option<String>> = OnceLock::new();
+
+/// `slurm_spank_user_init`: in slurmstepd, once per step, before the tasks are forked:
+/// keeps what binding the user typed.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_user_init(
+    sp: Spank,
+    _: c_int,
+    _: *const *const c_char,
+) -> c_int {
+    // SAFETY: no arguments; Slurm's contract.
+    if unsafe { ffi::spank_context() } == ffi::S_CTX_REMOTE {
+        let _ = USER_BIND.set(getenv(sp, "SLURM_CPU_BIND_TYPE"));
+    }
+    0
+}
+
 /// `slurm_spank_task_init`: in the task's process, as the user, before exec: bind.
 ///
 /// # Safety
@@ -268,13 +292,17 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         default: None,
         catalog: PathBuf::from(CATALOG),
     });
-    let Some(shape) = getopt(sp, 0).or(site.default.clone()) else {
+    // What the user typed (`srun --cpu-bind=…`), as srun handed it over, read before
+    // Slurm's task plugin wrote its own (implicit) binding into the task's environment.
+    let typed = USER_BIND.get().cloned().flatten();
+    let asked = getopt(sp, 0);
+    let Some(request) = task::Request::of(asked, site.default.clone(), typed.as_deref()) else {
         return 0;
     };
     let request = task::Request {
-        shape,
         report: getopt(sp, 1).is_some(),
         verbose: getopt(sp, 2).is_some(),
+        ..request
     };
     let ids = (
         item(sp, ffi::item::S_TASK_ID),
@@ -312,9 +340,25 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         .or_else(|| get("PWD"));
     let path = task::shape_path(&request.shape, cwd.as_deref(), &site.catalog);
     let bound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        task::bind(&request, &path, items, &get, &mut std::io::stderr())
+        task::bind(
+            &request,
+            &path,
+            items,
+            &get,
+            typed.as_deref(),
+            &mut std::io::stderr(),
+        )
     }));
     match bound {
+        // A site's default that cannot be planned leaves the task to Slurm's own
+        // binding, with the one line: a plain `srun` never fails because of it.
+        Ok(Err(refusal)) if request.site_default => {
+            binder_core::text::emit(
+                &mut std::io::stderr(),
+                &format!("warning: the site's default shape is not used for this task ({}); Slurm's binding stands", refusal.0),
+            );
+            0
+        }
         Ok(Ok(vars)) => {
             for (name, value) in &vars {
                 setenv(sp, name, Some(value));

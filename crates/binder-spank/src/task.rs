@@ -7,11 +7,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
-use binder_core::launch::ledgered::{self, Job, Planner, Stopped};
+use binder_core::launch::flow::Front;
+use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
 use binder_core::launch::line::{job_text, site_text, Requests};
-use binder_core::launch::{prepare_cached, LaunchError, Options};
-use binder_core::ledger::{store, Ledger, LedgerError};
+use binder_core::launch::{LaunchError, Options};
+use binder_core::ledger::{LedgerError, Scan};
 use binder_core::view::TaskView;
 use binder_plan::around::HostPlanner;
 use binder_plan::gpu::Grant;
@@ -28,6 +30,44 @@ pub struct Request {
     pub report: bool,
     /// `--binder-verbose`: what the ledger decided, and the environment's notes.
     pub verbose: bool,
+    /// The shape is the site's `default=`, not the user's `--binder`: a refusal leaves
+    /// the task to Slurm's binding instead of failing it.
+    pub site_default: bool,
+}
+
+impl Request {
+    /// What this step asks of binder: `--binder` (`asked`), else the site's default
+    /// when the user typed no `--cpu-bind` of their own (`typed`: srun's
+    /// `SLURM_CPU_BIND_TYPE`, `None` when none was typed); `None`: binder stays out.
+    pub fn of(
+        asked: Option<String>,
+        default: Option<String>,
+        typed: Option<&str>,
+    ) -> Option<Request> {
+        let request = |shape, site_default| Request {
+            shape,
+            report: false,
+            verbose: false,
+            site_default,
+        };
+        match (asked, default) {
+            (Some(shape), _) => Some(request(shape, false)),
+            // `srun --cpu-bind=cores` (or `none`) under a site default: Slurm's.
+            (None, Some(_)) if typed.is_some_and(|t| !bind_words(t).is_empty()) => None,
+            (None, Some(shape)) => Some(request(shape, true)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The binding words of a `SLURM_CPU_BIND_TYPE` (`quiet,cores` → `["cores"]`), without
+/// the verbosity ones.
+fn bind_words(kind: &str) -> Vec<&str> {
+    kind.trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && *k != "quiet" && *k != "verbose")
+        .collect()
 }
 
 /// Which task this is, from SPANK items (never from the environment).
@@ -128,21 +168,19 @@ pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &Path) -> PathBuf {
     }
 }
 
-/// A refusal when Slurm binds the task too (`srun --cpu-bind=…` other than `none`):
-/// two bindings of one task, one of which would silently lose.
-pub fn slurm_binds_too(get: &dyn Fn(&str) -> Option<String>) -> Option<Refusal> {
-    let kind = get("SLURM_CPU_BIND_TYPE")?;
-    let kind = kind.trim().trim_end_matches(',');
-    if kind.is_empty()
-        || kind
-            .split(',')
-            .all(|k| k == "none" || k == "quiet" || k == "verbose")
-    {
+/// A refusal when the user asked Slurm to bind the task too (`srun --cpu-bind=…` other
+/// than `none`, as srun handed it over: `typed`): two bindings of one task, one of which
+/// would silently lose. Slurm's implicit binding (task/affinity binding each task by
+/// itself, or rewriting `none` to `mask_cpu` on a step that does not own the node) is not
+/// the user's: binder's replaces it, inside the step's CPUs (SEMANTICS §4.1).
+pub fn slurm_binds_too(typed: Option<&str>) -> Option<Refusal> {
+    let words = bind_words(typed?);
+    if words.is_empty() || words.iter().all(|k| *k == "none") {
         return None;
     }
     Some(Refusal(format!(
-        "srun --cpu-bind={} and --binder both bind this task; drop --cpu-bind (or pass --cpu-bind=none) to bind with binder, or drop --binder",
-        binder_core::text::printable(kind, 40)
+        "srun --cpu-bind={} and --binder both bind this task; drop --cpu-bind to bind with binder (inside the step's CPUs), or drop --binder",
+        binder_core::text::printable(&words.join(","), 40)
     )))
 }
 
@@ -166,9 +204,10 @@ pub fn bind(
     path: &Path,
     items: Items,
     get: &dyn Fn(&str) -> Option<String>,
+    typed: Option<&str>,
     err: &mut impl Write,
 ) -> Result<Vec<(String, String)>, Refusal> {
-    if let Some(refusal) = slurm_binds_too(get) {
+    if let Some(refusal) = slurm_binds_too(typed) {
         return Err(refusal);
     }
     let identity = items.identity();
@@ -177,12 +216,16 @@ pub fn bind(
     let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
     let mut shape = Shape::from_yaml(&text, &origin)?;
     binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;
+    let envelope = Envelope::here(&identity, get);
     let key = job_text(
         &text,
         &Requests::default(),
         site.as_ref().map(|(_, t)| t.as_str()),
         get,
-    );
+    ) + &envelope.key();
+    if request.verbose {
+        binder_core::text::emit(err, &envelope.describe());
+    }
     let grant = Grant::from_env(get).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
     let env = SpankEnv { get, items };
     let job = Job {
@@ -191,96 +234,95 @@ pub fn bind(
         identity: &identity,
         gpus_per_task: None,
         verbose: request.verbose,
-    };
-    let options = |view: &TaskView, started_on| Options {
-        command: &[],
-        openmp: view.openmp,
-        membind: view.membind,
-        report: request.report,
-        verbose: request.verbose,
-        scrub: &[],
-        started_on,
-        inherited: get,
+        envelope: &envelope,
     };
     let loader = Box::new(|s: &Shape| load_host(s, None));
-    let mut planner = HostPlanner::new(&shape, grant, get, loader);
-    let no_membind = |view: &TaskView| {
-        if view.membind {
-            return Err(Refusal(
-                "`membind: local` needs binder's launch line (`srun binder SHAPE -- CMD`); the SPANK plugin binds CPUs and GPUs only".into(),
-            ));
-        }
-        Ok(())
+    let mut front = Spank {
+        planner: HostPlanner::new(&shape, grant, get, loader),
+        shape: &shape,
+        identity: &identity,
+        request,
+        get,
     };
-    let ledger = Ledger::open(get);
-    let why = match &ledger {
-        Ok(ledger) => {
-            let claimed = ledgered::claim(ledger, &job, &env, &mut planner, err);
-            match claimed {
-                Ok(claimed) => {
-                    if let Err(refusal) = no_membind(&claimed.view) {
-                        claimed.undo();
-                        return Err(refusal);
-                    }
-                    let prepared = prepare_cached(
-                        &claimed.view,
-                        &identity,
-                        &options(&claimed.view, claimed.started_on()),
-                        err,
-                    );
-                    return match prepared {
-                        Ok(mut vars) => {
-                            vars.push(("BINDER_JOB".into(), claimed.job.to_string()));
-                            Ok(vars)
-                        }
-                        Err(e) => {
-                            claimed.undo();
-                            Err(e.into())
-                        }
-                    };
-                }
-                Err(Stopped::Error(refusal)) => return Err(refusal),
-                Err(Stopped::Uncoordinated(why)) => why,
-            }
-        }
-        Err(why) => why.clone(),
-    };
-    // Without the ledger: off, or unusable (warned, or refused under require).
-    let view = unledgered(&job, &mut planner, why, get, err)?;
-    no_membind(&view)?;
-    Ok(prepare_cached(
-        &view,
-        &identity,
-        &options(&view, None),
-        err,
-    )?)
+    binder_core::launch::flow::launch(&job, &env, &mut front, err)
 }
 
-/// This rank's view without the node ledger (off, or unusable: said once per node,
-/// refused under `BINDER_LEDGER=require`).
-fn unledgered(
-    job: &Job<'_>,
-    planner: &mut HostPlanner<'_, Refusal>,
-    why: String,
-    get: &dyn Fn(&str) -> Option<String>,
-    err: &mut impl Write,
-) -> Result<TaskView, Refusal> {
-    if !why.starts_with("BINDER_LEDGER=") {
-        if store::required(get) {
-            return Err(LedgerError::Required(why).into());
-        }
-        if job.identity.rank == 0 {
-            binder_core::text::emit(
-                err,
-                &format!("warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}", binder_core::text::printable(&why, 200)),
-            );
-        }
+/// The plugin's front on the one launch flow: binder's host planner, and binding inside
+/// slurmstepd's forked task (the kernel for CPUs, hwloc for `membind`); the task's
+/// variables go back to Slurm through `spank_setenv`.
+struct Spank<'a> {
+    planner: HostPlanner<'a, Refusal>,
+    shape: &'a Shape,
+    identity: &'a Identity,
+    request: &'a Request,
+    get: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Planner for Spank<'_> {
+    type Error = Refusal;
+
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Refusal> {
+        self.planner.plain(job, err)
     }
-    let (views, _) = planner.plain(job, err)?;
-    views
-        .into_iter()
-        .nth(job.identity.rank)
-        .ok_or_else(|| Refusal(format!("the plan has no rank {}", job.identity.rank)))
+
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        scan: &Scan,
+        avoid: &Avoid,
+        err: &mut impl Write,
+    ) -> Result<Planned, Refusal> {
+        self.planner.around(job, scan, avoid, err)
+    }
+
+    fn shares(&self) -> bool {
+        self.planner.shares()
+    }
+}
+
+impl Front for Spank<'_> {
+    fn bind(
+        &mut self,
+        view: &TaskView,
+        started_on: Option<&[usize]>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Refusal> {
+        let topology = topology_for(view, &mut self.planner, self.shape)?;
+        let options = Options {
+            command: &[],
+            openmp: view.openmp,
+            membind: view.membind,
+            report: self.request.report,
+            verbose: self.request.verbose,
+            scrub: &[],
+            started_on,
+            inherited: self.get,
+        };
+        Ok(binder_plan::hostbind::prepare(
+            view,
+            topology.as_ref(),
+            self.identity,
+            &options,
+            err,
+        )?)
+    }
+}
+
+/// The topology a view's binding needs: hwloc's, for `membind` (memory is bound through
+/// hwloc, as `binder` does) or `--binder-verbose`'s note on an inherited binding; `None`
+/// otherwise (the kernel's `sched_setaffinity` binds CPUs without it).
+fn topology_for(
+    view: &TaskView,
+    planner: &mut HostPlanner<'_, Refusal>,
+    shape: &Shape,
+) -> Result<Option<Topology>, Refusal> {
+    if !view.membind {
+        return Ok(None);
+    }
+    match planner.topology.take() {
+        Some(t) => Ok(Some(t)),
+        None => load_host(shape, None).map(Some),
+    }
 }
 
 #[cfg(test)]
@@ -306,15 +348,35 @@ mod tests {
     }
 
     #[test]
-    fn cpu_bind_none_is_no_binding() {
-        let with =
-            |v: &'static str| move |k: &str| (k == "SLURM_CPU_BIND_TYPE").then(|| v.to_owned());
-        assert!(slurm_binds_too(&|_| None).is_none());
-        assert!(slurm_binds_too(&with("none")).is_none());
-        assert!(slurm_binds_too(&with("quiet,none,")).is_none());
-        let refusal = slurm_binds_too(&with("mask_cpu:")).expect("binds");
+    fn only_a_typed_cpu_bind_conflicts() {
+        assert!(slurm_binds_too(None).is_none());
+        assert!(slurm_binds_too(Some("none")).is_none());
+        assert!(slurm_binds_too(Some("quiet,none,")).is_none());
+        assert!(slurm_binds_too(Some("verbose")).is_none());
+        let refusal = slurm_binds_too(Some("quiet,mask_cpu:")).expect("binds");
         assert!(refusal.0.contains("--cpu-bind=mask_cpu:"), "{refusal}");
-        assert!(slurm_binds_too(&with("cores")).is_some());
+        assert!(slurm_binds_too(Some("cores")).is_some());
+    }
+
+    #[test]
+    fn a_site_default_yields_to_a_typed_binding() {
+        let shape = |r: Option<Request>| r.map(|r| (r.shape, r.site_default));
+        let d = || Some("cores-packed".to_owned());
+        // --binder wins whatever the site says; the conflict is bind()'s to refuse.
+        let asked = Request::of(Some("x.yaml".into()), d(), Some("cores"));
+        assert_eq!(shape(asked), Some(("x.yaml".into(), false)));
+        // The default only where the user typed no binding of their own.
+        assert_eq!(
+            shape(Request::of(None, d(), None)),
+            Some(("cores-packed".into(), true))
+        );
+        assert_eq!(
+            shape(Request::of(None, d(), Some("quiet"))),
+            Some(("cores-packed".into(), true))
+        );
+        assert_eq!(shape(Request::of(None, d(), Some("cores"))), None);
+        assert_eq!(shape(Request::of(None, d(), Some("none"))), None);
+        assert_eq!(shape(Request::of(None, None, None)), None);
     }
 
     #[test]

@@ -11,8 +11,11 @@
 //! memory nodes (the allowed set hwloc would compute), hwloc's and binder's versions (and
 //! the executable's size and time, so a rebuilt binder starts afresh), every `HWLOC_*`
 //! variable (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`, `HWLOC_ALLOW`, … change what hwloc
-//! sees), the shape's bytes, the local size and `--gpus-per-task`. The inherited affinity is *not*
-//! part of it: binder plans over the allowed set, so `taskset -c 0 binder …` hits. These
+//! sees), the shape's bytes, the local size and `--gpus-per-task`. The job's allocation (the
+//! envelope, SEMANTICS §4.1) is part of the shape's text ([`crate::envelope::Envelope::key`]),
+//! so a job inside other cores never reads another's plan; under a launcher it is what the
+//! launcher says alike to every task (a task's own inherited mask is not in it, so
+//! `mpirun`'s per-rank binding still hits). These
 //! files are only compared as opaque bytes, never parsed for topology (hwloc remains the
 //! source of truth for that).
 //!

@@ -26,22 +26,37 @@ pub(super) fn local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize,
         .map_err(|why| flux_error(format!("task map {:?}: {why}", super::clip(&map))))
 }
 
-/// How many tasks share the node of `task` in an RFC 34 task map
-/// (`{"version":1,"map":[[nodeid, nnodes, ppn, repeat], ...]}`): each block puts `ppn`
-/// tasks on each of nodes `nodeid .. nodeid+nnodes`, `repeat` times over.
+/// How many tasks share the node of `task` in an RFC 34 task map: each block
+/// `[nodeid, nnodes, ppn, repeat]` puts `ppn` tasks on each of nodes `nodeid ..
+/// nodeid+nnodes`, `repeat` times over. `flux job taskmap` prints the bare array
+/// (`[[0,2,2,1]]`, since flux-core 0.50 at least); the object form
+/// `{"version":1,"map":[...]}` of RFC 34's examples is read too.
 pub fn tasks_on_node_of(map: &str, task: usize) -> Result<usize, String> {
     #[derive(serde::Deserialize)]
-    struct TaskMap {
+    struct Versioned {
         version: u32,
         map: Vec<[u64; 4]>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum TaskMap {
+        Bare(Vec<[u64; 4]>),
+        Versioned(Versioned),
     }
     if map.len() > 1 << 20 {
         return Err("longer than 1 MiB".into());
     }
-    let parsed: TaskMap =
-        serde_json::from_str(map.trim()).map_err(|e| format!("not an RFC 34 task map: {e}"))?;
-    if parsed.version != 1 {
-        return Err(format!("task map version {} is not 1", parsed.version));
+    let parsed: TaskMap = serde_json::from_str(map.trim())
+        .map_err(|_| "not an RFC 34 task map (`[[nodeid,nnodes,ppn,repeat],...]`)".to_owned())?;
+    let parsed = match parsed {
+        TaskMap::Bare(map) => Versioned { version: 1, map },
+        TaskMap::Versioned(v) if v.version != 1 => {
+            return Err(format!("task map version {} is not 1", v.version))
+        }
+        TaskMap::Versioned(v) => v,
+    };
+    if parsed.map.is_empty() {
+        return Err("it is empty".into());
     }
     // Find the task's node: u128 cannot overflow on products of two u64.
     let task = task as u128;
@@ -86,6 +101,12 @@ mod tests {
         assert_eq!(tasks_on_node_of(map, 6), Ok(4));
         assert!(tasks_on_node_of(map, 7).unwrap_err().contains("no task 7"));
         assert!(tasks_on_node_of("[]", 0).is_err());
+        assert!(tasks_on_node_of("{}", 0).is_err());
+        // What `flux job taskmap` prints: the bare array. 2 nodes × 2 tasks, and a cyclic
+        // map of 3 tasks on 2 nodes (`--taskmap=cyclic`: tasks 0, 2 on node 0).
+        assert_eq!(tasks_on_node_of("[[0,2,2,1]]\n", 3), Ok(2));
+        assert_eq!(tasks_on_node_of("[[0,2,1,1],[0,1,1,1]]", 2), Ok(2));
+        assert_eq!(tasks_on_node_of("[[0,2,1,1],[0,1,1,1]]", 1), Ok(1));
         assert!(tasks_on_node_of(r#"{"version":2,"map":[]}"#, 0).is_err());
         // repeat: [[0,2,1,2]] = tasks 0..3 on nodes 0,1,0,1.
         let map = r#"{"version":1,"map":[[0,2,1,2]]}"#;

@@ -49,6 +49,13 @@ impl JobId {
             .collect()
     }
 
+    /// Whether the launcher named this job (`slurm:…`, `flux:…`, `openmpi:…`, Hydra's
+    /// proxy), rather than binder making it up from a process (`pgid-…`, `…:ppid-…`):
+    /// only then are two shapes under one id one job's ranks (MPMD).
+    pub fn from_launcher(&self) -> bool {
+        !self.0.starts_with("pgid-") && !self.0.contains("ppid-")
+    }
+
     /// A distinct job with the same launcher id: a second `binder` of one process group
     /// (or of one Hydra proxy) that is not a rank of the first.
     pub fn instance(&self, pid: u32) -> JobId {
@@ -70,7 +77,10 @@ pub fn job_of(identity: &Identity, env: &dyn Env, procs: &dyn Procs) -> JobId {
                 .unwrap_or_else(|| "batch".into());
             format!("slurm:{j}.{step}")
         }),
-        Some(Launcher::Flux) => var("FLUX_JOB_ID").map(|j| format!("flux:{j}")),
+        Some(Launcher::Flux) => var("FLUX_JOB_ID").map(|j| match flux_shell_rank(env, &j) {
+            Some(shell) => format!("flux:{j}.{shell}"),
+            None => format!("flux:{j}"),
+        }),
         Some(Launcher::OpenMpi) => var("PMIX_NAMESPACE")
             .or_else(|| var("OMPI_MCA_ess_base_jobid"))
             .or_else(|| var("OMPI_MCA_orte_ess_jobid"))
@@ -100,6 +110,19 @@ pub fn job_of(identity: &Identity, env: &dyn Env, procs: &dyn Procs) -> JobId {
             JobId(format!("pgid-{pgrp}-{start}"))
         }
     }
+}
+
+/// The rank of the Flux job shell that started this task, from the shell's
+/// `FLUX_JOB_TMPDIR` (`…/jobtmp-RANK-JOBID`). One shell runs per node, so on a real
+/// cluster this only says which node; where several brokers share a host (`flux start
+/// --test-size=N`, a site's partitioned nodes) it keeps each shell's tasks a job of their
+/// own, planned around each other, instead of one job with two rank 0s.
+fn flux_shell_rank(env: &dyn Env, jobid: &str) -> Option<u32> {
+    let dir = env.var("FLUX_JOB_TMPDIR")?;
+    let name = dir.trim_end_matches('/').rsplit('/').next()?;
+    let rest = name.strip_prefix("jobtmp-")?;
+    let (rank, id) = rest.split_once('-')?;
+    (id == jobid).then(|| rank.parse().ok()).flatten()
 }
 
 /// `pid-start` of the nearest ancestor whose command is `comm` (at most 16 steps up).

@@ -44,16 +44,17 @@ pub enum Launcher {
 }
 
 impl Launcher {
-    /// The option that turns off the launcher's own binding, for `--verbose` hints.
-    pub fn unbind_hint(self) -> &'static str {
+    /// The option that turns off the launcher's own binding, for `--verbose` hints;
+    /// `None` for Flux and Slurm, whose binding is how they say what the job owns on the
+    /// node (SEMANTICS §4.1): binder binds inside it, so it stays on.
+    pub fn unbind_hint(self) -> Option<&'static str> {
         match self {
-            Launcher::OpenMpi => "mpirun --bind-to none",
-            Launcher::Hydra => "mpiexec -bind-to none",
-            Launcher::Mvapich => "MV2_ENABLE_AFFINITY=0",
-            Launcher::Pals => "mpiexec --cpu-bind none",
-            Launcher::Jsrun => "jsrun --bind=none",
-            Launcher::Flux => "flux run -o cpu-affinity=off",
-            Launcher::Slurm => "srun --cpu-bind=none",
+            Launcher::OpenMpi => Some("mpirun --bind-to none"),
+            Launcher::Hydra => Some("mpiexec -bind-to none"),
+            Launcher::Mvapich => Some("MV2_ENABLE_AFFINITY=0"),
+            Launcher::Pals => Some("mpiexec --cpu-bind none"),
+            Launcher::Jsrun => Some("jsrun --bind=none"),
+            Launcher::Flux | Launcher::Slurm => None,
         }
     }
 }
@@ -154,6 +155,7 @@ impl Identity {
     /// The `--verbose` line: which task this is and where that came from.
     pub fn describe(&self) -> String {
         let from = match self.launcher {
+            Some(l) if self.vars.is_empty() => format!("--local-rank/--local-size (under {l})"),
             Some(l) => format!("{l} ({})", self.vars.join(" ")),
             None if self.rank_known => "--local-rank/--local-size".to_owned(),
             None => "no launcher and no --local-rank, so rank 0".to_owned(),
@@ -244,12 +246,21 @@ pub fn identify(
     env: &dyn Env,
 ) -> Result<Identity, IdentityError> {
     let mut vars = Vec::new();
-    let found = if flag_rank.is_some() && flag_size.is_some() {
+    let both = flag_rank.is_some() && flag_size.is_some();
+    let found = if both {
         None
     } else {
         from_launcher(env, &mut vars)?
     };
-    let launcher = found.map(|(l, _, _)| l);
+    // With both flags no launcher number is read (a wrapper that sets ranks wins, and a
+    // broken variable cannot stop it), but the launcher is still named: its job id keeps
+    // the tasks one job in the ledger (Flux gives each task its own process group), and
+    // its daemon says the job's allocation (SEMANTICS §4.1).
+    let launcher = if both {
+        present(env)
+    } else {
+        found.map(|(l, _, _)| l)
+    };
     let rank = flag_rank.or(found.map(|(_, r, _)| r));
     let size = flag_size.or(found.map(|(_, _, s)| s)).unwrap_or(1);
     if size > MAX_LOCAL_SIZE {
@@ -294,6 +305,19 @@ pub fn identify(
 }
 
 type Found = Option<(Launcher, usize, usize)>;
+
+/// The innermost launcher whose local-rank variable is set, whatever its value.
+fn present(env: &dyn Env) -> Option<Launcher> {
+    PLAIN
+        .iter()
+        .map(|&(launcher, rank_var, _)| (launcher, rank_var))
+        .chain([
+            (Launcher::Flux, "FLUX_TASK_LOCAL_ID"),
+            (Launcher::Slurm, "SLURM_LOCALID"),
+        ])
+        .find(|(_, var)| env.var(var).is_some())
+        .map(|(launcher, _)| launcher)
+}
 
 /// Reads a numeric launcher variable, recording it for `--verbose`.
 fn read(

@@ -98,10 +98,22 @@ fn flags_win_each_on_its_own() {
     );
     let id = identify(None, Some(2), &e).unwrap();
     assert_eq!((id.rank, id.size), (1, 2));
-    // Both flags: the environment is not even read, so a broken one does not matter.
+    // Both flags: no launcher number is read, so a broken one does not matter; the
+    // launcher is still named (its job id and its daemon's binding stay the job's).
     let broken = env(&[("MPI_LOCALRANKID", "x")]);
     let id = identify(Some(0), Some(1), &broken).unwrap();
-    assert_eq!((id.launcher, id.vars.len()), (None, 0));
+    assert_eq!((id.launcher, id.vars.len()), (Some(Launcher::Hydra), 0));
+    let flux = env(&[("FLUX_TASK_LOCAL_ID", "1"), ("FLUX_JOB_NNODES", "2")]);
+    let id = identify(Some(1), Some(2), &flux).unwrap();
+    assert_eq!(
+        (id.launcher, id.rank, id.size),
+        (Some(Launcher::Flux), 1, 2)
+    );
+    assert!(id
+        .describe()
+        .ends_with("from --local-rank/--local-size (under flux)"));
+    let id = identify(Some(0), Some(1), &env(&[])).unwrap();
+    assert_eq!(id.launcher, None);
     let e = identify(Some(2), None, &env(&[])).unwrap_err().to_string();
     assert_eq!(
             e,
@@ -244,4 +256,24 @@ fn verbose_lists_what_was_read() {
     )
     .unwrap();
     assert_eq!(id.vars, ["MPI_LOCALRANKID=0", "MPI_LOCALNRANKS=2"]);
+}
+
+/// Two Flux brokers on one host (`flux start --test-size=2`) run one job's shells side by
+/// side: each shell's tasks are a job of their own in the ledger, told apart by the shell
+/// rank in FLUX_JOB_TMPDIR; a TMPDIR of another job or another form adds nothing.
+#[test]
+fn flux_shells_on_one_host_are_two_jobs() {
+    let procs = crate::procfs::Real;
+    let id = Identity {
+        launcher: Some(Launcher::Flux),
+        ..Identity::given(0, 1)
+    };
+    let job = |tmp: &'static str| {
+        let e = env(&[("FLUX_JOB_ID", "f2Ab"), ("FLUX_JOB_TMPDIR", tmp)]);
+        job::job_of(&id, &e, &procs).0
+    };
+    assert_eq!(job("/tmp/flux-x/jobtmp-0-f2Ab"), "flux:f2Ab.0");
+    assert_eq!(job("/run/flux/jobtmp-1-f2Ab/"), "flux:f2Ab.1");
+    assert_eq!(job("/tmp/jobtmp-1-other"), "flux:f2Ab");
+    assert_eq!(job("/tmp/mine"), "flux:f2Ab");
 }

@@ -37,20 +37,5 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
 /// This thread's affinity as the kernel has it (`sched_getaffinity`), OS numbers
 /// ascending: the node ledger restores it when a launch hands over after binding.
 pub fn current_raw() -> Vec<usize> {
-    // Large enough for any kernel's mask (65,536 CPUs).
-    let mut got = vec![0u64; 1024];
-    // SAFETY: the pointer and length describe `got`, which outlives the call; the kernel
-    // writes at most `got.len() * 8` bytes.
-    let n = unsafe { libc::sched_getaffinity(0, got.len() * 8, got.as_mut_ptr().cast()) };
-    let mut read = Vec::new();
-    if n == 0 {
-        for (w, &word) in got.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                read.push(w * 64 + bits.trailing_zeros() as usize);
-                bits &= bits - 1;
-            }
-        }
-    }
-    read
+    crate::procfs::affinity(None).unwrap_or_default()
 }

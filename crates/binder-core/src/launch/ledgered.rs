@@ -38,6 +38,8 @@ pub struct Job<'a> {
     pub gpus_per_task: Option<usize>,
     /// `--verbose`: say on stderr what the ledger decided.
     pub verbose: bool,
+    /// The job's allocation on this node (SEMANTICS §4.1), which every plan stays in.
+    pub envelope: &'a crate::envelope::Envelope,
 }
 
 /// Units of the launching job's own running ranks, which a re-plan of its other ranks
@@ -220,6 +222,25 @@ impl Flow<'_, '_> {
             .then(|| ledger.read_plan(&base))
             .flatten();
         let in_use = own.alive(&part) || plan.as_ref().is_some_and(|p| young(p.made));
+        // A launcher's job whose live ranks on this node planned another shape: MPMD app
+        // contexts with different shapes. One job's ranks share one plan: refused, saying
+        // how to write it with `ranks:` (SEMANTICS §4.1; the README's MPMD).
+        if let Some(other) = plan.as_ref().filter(|p| p.key != *key) {
+            if base.from_launcher()
+                && own.alive(&part)
+                && other.tasks.len() == identity.size
+                && !own.started(&part, identity.rank)
+            {
+                return Err(Stopped::Error(
+                    LedgerError::OtherShape {
+                        job: crate::text::printable(&base.0, 60),
+                        rank: identity.rank,
+                        origin: crate::text::printable(job.origin, 120),
+                    }
+                    .into(),
+                ));
+            }
+        }
         let joined = plan.filter(|p| {
             p.key == *key
                 && p.tasks.len() == identity.size

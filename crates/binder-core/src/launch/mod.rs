@@ -8,6 +8,7 @@
 
 pub mod affinity;
 pub mod env;
+pub mod flow;
 pub mod ledgered;
 pub mod line;
 pub mod omp;

@@ -8,18 +8,24 @@
 
 use std::io::Write;
 
-use super::ledgered::{self, Avoid, Job, Planned, Planner, Stopped};
+use super::flow::{self, Front};
+use super::ledgered::{Avoid, Job, Planned, Planner};
 use super::line::{job_text, site_text, LaunchLine, Requests};
-use super::{exec, prepare_cached, run_cached, Options};
+use super::{exec, prepare_cached, Options};
 use crate::cache::launch as cache;
+use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::identity::{self, Env};
-use crate::ledger::{Ledger, Scan};
+use crate::identity::{self, Env, Identity};
+use crate::ledger::Scan;
 use crate::view::TaskView;
 
-/// The warm planner: the node cache or nothing.
+/// The warm front: plans from the node cache or nothing, binds with the kernel's
+/// `sched_setaffinity` (no hwloc), and hands over whatever needs more.
 struct Warm<'e> {
     env: &'e dyn Fn(&str) -> Option<String>,
+    line: &'e LaunchLine,
+    identity: &'e Identity,
+    report: bool,
 }
 
 impl Planner for Warm<'_> {
@@ -48,17 +54,40 @@ impl Planner for Warm<'_> {
     }
 }
 
-/// A launch's options from this rank's view and the line.
-fn options<'a>(line: &'a LaunchLine, report: bool, view: &TaskView) -> Options<'a> {
-    Options {
-        command: &line.command,
-        openmp: view.openmp,
-        membind: view.membind,
-        report,
-        verbose: false,
-        scrub: &[],
-        started_on: None,
-        inherited: &super::process_env,
+impl Front for Warm<'_> {
+    /// The kernel binds; `membind` needs hwloc, so it hands over (the flow takes the
+    /// claim and the binding back first).
+    fn bind(
+        &mut self,
+        view: &TaskView,
+        started_on: Option<&[usize]>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Error> {
+        if view.membind {
+            return Err(Error::HandOver);
+        }
+        let options = Options {
+            command: &self.line.command,
+            openmp: view.openmp,
+            membind: false,
+            report: self.report,
+            verbose: false,
+            scrub: &[],
+            started_on,
+            inherited: &super::process_env,
+        };
+        Ok(prepare_cached(view, self.identity, &options, err)?)
+    }
+
+    /// binder-full says why, or refuses under `BINDER_LEDGER=require`.
+    fn uncoordinated(
+        &mut self,
+        _: &Job<'_>,
+        _: String,
+        _: &dyn Fn(&str) -> Option<String>,
+        _: &mut impl Write,
+    ) -> Result<(), Error> {
+        Err(Error::HandOver)
     }
 }
 
@@ -78,55 +107,25 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
         return Error::HandOver;
     };
     let site = site.as_ref().map(|(_, text)| text.as_str());
-    let text = job_text(&shape, &Requests::default(), site, &get);
+    let envelope = Envelope::here(&identity, &get);
+    let text = job_text(&shape, &Requests::default(), site, &get) + &envelope.key();
     let origin = line.shape.display().to_string();
-    match Ledger::open(&get) {
-        Ok(ledger) => {
-            let job = Job {
-                origin: &origin,
-                text: &text,
-                identity: &identity,
-                gpus_per_task: None,
-                verbose: false,
-            };
-            let claimed = match ledgered::claim(&ledger, &job, env, &mut Warm { env: &get }, err) {
-                Ok(claimed) => claimed,
-                Err(Stopped::Error(e)) => return e,
-                // binder-full says why, or refuses under BINDER_LEDGER=require.
-                Err(Stopped::Uncoordinated(_)) => return Error::HandOver,
-            };
-            if claimed.view.membind {
-                claimed.undo();
-                return Error::HandOver;
-            }
-            let options = Options {
-                started_on: claimed.started_on(),
-                ..options(line, report, &claimed.view)
-            };
-            match prepare_cached(&claimed.view, &identity, &options, err) {
-                Ok(mut task_env) => {
-                    task_env.push(("BINDER_JOB".into(), claimed.job.to_string()));
-                    drop(claimed);
-                    exec(&line.command, &task_env, &[]).into()
-                }
-                Err(e) => {
-                    claimed.undo();
-                    e.into()
-                }
-            }
-        }
-        Err(why) if why.starts_with("BINDER_LEDGER=") => {
-            let found = cache::open(&get, &text, identity.size, None, err)
-                .and_then(|pair| cache::lookup(&pair, &get, err));
-            match found {
-                Some((views, _)) if !views[identity.rank].membind => {
-                    let view = &views[identity.rank];
-                    run_cached(view, &identity, &options(line, report, view), err).into()
-                }
-                _ => Error::HandOver,
-            }
-        }
-        // binder-full says why, once per node.
-        Err(_) => Error::HandOver,
+    let job = Job {
+        origin: &origin,
+        text: &text,
+        identity: &identity,
+        gpus_per_task: None,
+        verbose: false,
+        envelope: &envelope,
+    };
+    let mut front = Warm {
+        env: &get,
+        line,
+        identity: &identity,
+        report,
+    };
+    match flow::launch(&job, env, &mut front, err) {
+        Ok(vars) => exec(&line.command, &vars, &[]).into(),
+        Err(e) => e,
     }
 }

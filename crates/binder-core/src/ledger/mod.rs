@@ -405,6 +405,21 @@ pub enum LedgerError {
         /// "its" or "their".
         their: &'static str,
     },
+    /// Ranks of one launcher job on one node asked for different shapes (MPMD app
+    /// contexts, `srun --multi-prog`): one job's ranks share one plan, so binder refuses
+    /// rather than deal either shape's units twice (SEMANTICS §4.1, the README's MPMD).
+    #[error("local rank {rank} of job {job} asks for {origin}, but the job's other ranks on this node run with another shape or options; ranks of one job share one plan, so give every app context the same shape and write each context's placement as a `ranks:` rule of it (e.g. `ranks: [{{ranks: \"0\", bind: none}}, {{ranks: \"1-7\", resources: ...}}]`)")]
+    OtherShape {
+        /// The job, printable.
+        job: String,
+        /// This task's local rank.
+        rank: usize,
+        /// This task's shape.
+        origin: String,
+    },
+    /// A plan without this task's rank (every plan has a view per local rank: a bug).
+    #[error("the plan has no local rank {0}; this is a bug in binder, please report it")]
+    NoRank(usize),
     /// The ledger could not be used and `BINDER_LEDGER=require` asked for it.
     #[error("{0}; BINDER_LEDGER=require asks for the node ledger, so the task was not started (unset it to run bound without coordination)")]
     Required(String),

@@ -110,6 +110,11 @@ pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_LEDGER").is_some_and(|v| v.trim() == "require")
 }
 
+/// Whether the user turned the ledger off (`BINDER_LEDGER=off`, `0`, `no`, `false`).
+pub fn turned_off(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env("BINDER_LEDGER").as_deref().is_some_and(off)
+}
+
 /// Whether `BINDER_LEDGER` turns the ledger off.
 fn off(value: &str) -> bool {
     ["off", "0", "no", "false"].contains(&value.trim())

@@ -76,11 +76,44 @@ impl Topology {
     /// The same machine without the PUs `out` (OS numbers): taken by other jobs or
     /// reserved, as if outside the cgroup (SEMANTICS §3), so no later stage sees them.
     pub fn without(&self, out: &[usize]) -> Result<Topology, TopologyError> {
-        use hwlocality::topology::editor::RestrictFlags;
         let mut keep = self.hw.allowed_cpuset().clone_target();
         for &pu in out {
             keep.unset(pu);
         }
+        self.restricted(keep, "no PU left after taking out taken and reserved ones")
+    }
+
+    /// The same machine inside the job's allocation (SEMANTICS §4.1): only the allowed
+    /// PUs among `cpus` (OS numbers, `None`: all), as if the cgroup were that narrow,
+    /// keeping the node's numbering in labels; `self` when `cpus` covers the allowed set.
+    pub fn within(self, cpus: Option<&[usize]>) -> Result<Topology, TopologyError> {
+        let Some(cpus) = cpus else { return Ok(self) };
+        let allowed = self.hw.allowed_cpuset();
+        let mut keep = hwlocality::cpu::cpuset::CpuSet::new();
+        for &pu in cpus {
+            if allowed.is_set(pu) {
+                keep.set(pu);
+            }
+        }
+        if keep == *allowed {
+            return Ok(self);
+        }
+        let why = format!(
+            "the job's allocation on this node (cpus {}) holds none of the allowed cpus {}",
+            binder_core::cpulist::cpu_list(cpus),
+            binder_core::cpulist::cpu_list(&cpus_of(&allowed))
+        );
+        self.restricted(keep, &why)
+    }
+
+    /// This machine restricted to `keep` (hwloc's restrict), labels kept on the whole
+    /// node's numbering; `why` explains an empty `keep`.
+    fn restricted(
+        &self,
+        keep: hwlocality::cpu::cpuset::CpuSet,
+        why: &str,
+    ) -> Result<Topology, TopologyError> {
+        use hwlocality::topology::editor::RestrictFlags;
         let whole_index = CPU_SIDE
             .iter()
             .flat_map(|&ty| self.hw.objects_with_type(ty))
@@ -91,7 +124,7 @@ impl Topology {
         hw.edit(|editor| editor.restrict(&keep, RestrictFlags::empty()))
             .map_err(|e| TopologyError::Xml {
                 source_desc,
-                reason: format!("no PU left after taking out taken and reserved ones ({e})"),
+                reason: format!("{why} ({e})"),
             })?;
         Ok(Topology {
             hw,

@@ -1,0 +1,347 @@
+//! The job's allocation on this node, the *envelope* (SEMANTICS §4.1): the CPUs the
+//! launcher gave the job here, which binder's pool is drawn from and never leaves. The
+//! planner intersects it with hwloc's allowed set (the cgroup), so this module only says
+//! what the launcher says, without hwloc.
+//!
+//! Where each launcher says it, in the order they are asked ([`DAEMONS`] is the table):
+//!
+//! | launcher | the job's CPUs on this node |
+//! |---|---|
+//! | Slurm with task/affinity | the union of the step's task masks (`SLURM_CPU_BIND_LIST`, `mask_cpu`/`map_cpu`), which slurmd computes from the step's CPUs whether the binding is implicit, explicit or a rewritten `--cpu-bind=none` |
+//! | Slurm otherwise | the allowed set (the step's cgroup with `ConstrainCores=yes`) |
+//! | Flux | the job shell's binding: with `cpu-affinity` on (the default) or `per-task` the shell binds *itself* to the job's cores on this node (R), whatever it gives each task |
+//! | Open MPI, Hydra, MVAPICH2, PALS, jsrun | the launcher daemon's binding (`orted`/`prted`/`mpirun`, `hydra_pmi_proxy`, …): the daemon runs in the job's allocation and binds only the ranks it forks |
+//! | none | this process's own affinity (`taskset -c 2,3 binder …`) |
+//!
+//! A launcher's daemon is found among this process's ancestors by its command name, so a
+//! wrapper script between it and binder changes nothing; when none is found the
+//! allowed set stands. Reading another process's affinity is `sched_getaffinity(pid)`,
+//! one system call: the warm path stays cheap.
+
+use crate::cpulist::cpu_list;
+use crate::identity::{Identity, Launcher};
+use crate::procfs::Procs;
+
+/// Where the envelope came from, for `--verbose` and the docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// hwloc's allowed set alone: the launcher says nothing narrower (or the cgroup is
+    /// how it says it).
+    Allowed,
+    /// A launcher daemon's binding: its command name and PID.
+    Daemon {
+        /// `comm` of the daemon.
+        name: String,
+        /// Its PID.
+        pid: u32,
+    },
+    /// Slurm task/affinity's masks of the step's tasks on this node.
+    SlurmMasks,
+    /// This process's own affinity (no launcher).
+    Inherited,
+    /// Given by a plugin that knows the allocation (Flux's R, the SPANK step's cores).
+    Given(String),
+}
+
+/// The job's CPUs on this node, as the launcher says them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// The CPUs (OS numbers, ascending); `None`: the allowed set.
+    pub cpus: Option<Vec<usize>>,
+    /// Where they came from.
+    pub source: Source,
+}
+
+/// Each launcher's per-node daemon, by command name (`comm`, at most 15 bytes): the
+/// process whose binding is the job's allocation on this node.
+pub const DAEMONS: [(Launcher, &[&str]); 7] = [
+    (Launcher::Flux, &["flux-shell"]),
+    (
+        Launcher::OpenMpi,
+        &["orted", "prted", "mpirun", "orterun", "prterun", "mpiexec"],
+    ),
+    (Launcher::Hydra, &["hydra_pmi_proxy"]),
+    (Launcher::Mvapich, &["mpispawn", "mpirun_rsh"]),
+    (Launcher::Pals, &["palsd"]),
+    (Launcher::Jsrun, &["jsmd", "jsm"]),
+    (Launcher::Slurm, &["slurmstepd"]),
+];
+
+/// How far up the process tree a daemon is looked for.
+const MAX_DEPTH: usize = 16;
+
+impl Envelope {
+    /// The allowed set alone.
+    pub fn allowed() -> Envelope {
+        Envelope {
+            cpus: None,
+            source: Source::Allowed,
+        }
+    }
+
+    /// CPUs a plugin knows the job owns (`what` says how it knows).
+    pub fn given(cpus: Vec<usize>, what: &str) -> Envelope {
+        Envelope {
+            cpus: Some(cpus),
+            source: Source::Given(what.to_owned()),
+        }
+    }
+
+    /// Learns the envelope of `identity`'s job from its launcher; `affinity` reads a
+    /// process's affinity (`None`: this process's), as [`crate::procfs::affinity`].
+    pub fn learn(
+        identity: &Identity,
+        env: &dyn Fn(&str) -> Option<String>,
+        procs: &dyn Procs,
+        affinity: &dyn Fn(Option<u32>) -> Option<Vec<usize>>,
+    ) -> Envelope {
+        let Some(launcher) = identity.launcher else {
+            return match affinity(None) {
+                Some(cpus) if !cpus.is_empty() => Envelope {
+                    cpus: Some(cpus),
+                    source: Source::Inherited,
+                },
+                _ => Envelope::allowed(),
+            };
+        };
+        if launcher == Launcher::Slurm {
+            if let Some(cpus) = slurm_masks(env) {
+                return Envelope {
+                    cpus: Some(cpus),
+                    source: Source::SlurmMasks,
+                };
+            }
+            // The step's cgroup (ConstrainCores=yes) is the allowed set already.
+            return Envelope::allowed();
+        }
+        let names = DAEMONS
+            .iter()
+            .find(|(l, _)| *l == launcher)
+            .map_or(&[][..], |(_, names)| *names);
+        match daemon(procs, names) {
+            Some((name, pid)) => match affinity(Some(pid)) {
+                Some(cpus) if !cpus.is_empty() => Envelope {
+                    cpus: Some(cpus),
+                    source: Source::Daemon { name, pid },
+                },
+                _ => Envelope::allowed(),
+            },
+            None => Envelope::allowed(),
+        }
+    }
+
+    /// [`Envelope::learn`] for this process, from `/proc` and the kernel.
+    pub fn here(identity: &Identity, env: &dyn Fn(&str) -> Option<String>) -> Envelope {
+        Envelope::learn(
+            identity,
+            env,
+            &crate::procfs::Real,
+            &crate::procfs::affinity,
+        )
+    }
+
+    /// The part of the plan's key that the envelope decides: tasks of one job see one
+    /// envelope, and a plan made in another never matches.
+    pub fn key(&self) -> String {
+        match &self.cpus {
+            Some(cpus) => format!("\n#envelope:{}", cpu_list(cpus)),
+            None => String::new(),
+        }
+    }
+
+    /// The `--verbose` line: which CPUs, from where.
+    pub fn describe(&self) -> String {
+        let cpus = self.cpus.as_ref().map_or_else(
+            || "the allowed set".to_owned(),
+            |c| format!("cpus {}", cpu_list(c)),
+        );
+        let from = match &self.source {
+            Source::Allowed => {
+                "hwloc's allowed set (the cgroup); the launcher says nothing narrower".to_owned()
+            }
+            Source::Daemon { name, pid } => {
+                format!(
+                    "the binding of the launcher's daemon {} (pid {pid})",
+                    crate::text::printable(name, 16)
+                )
+            }
+            Source::SlurmMasks => {
+                "Slurm's masks of the step's tasks (SLURM_CPU_BIND_LIST)".to_owned()
+            }
+            Source::Inherited => "the affinity binder started with (no launcher)".to_owned(),
+            Source::Given(what) => what.clone(),
+        };
+        format!("job's allocation here: {cpus}, from {from}; binder binds inside it")
+    }
+}
+
+/// The nearest ancestor whose command is one of `names`: its name and PID.
+fn daemon(procs: &dyn Procs, names: &[&str]) -> Option<(String, u32)> {
+    if names.is_empty() {
+        return None;
+    }
+    let mut pid = procs.stat(procs.me())?.ppid;
+    for _ in 0..MAX_DEPTH {
+        if pid <= 1 {
+            return None;
+        }
+        let stat = procs.stat(pid)?;
+        if names.contains(&stat.comm.as_str()) {
+            return Some((stat.comm, pid));
+        }
+        pid = stat.ppid;
+    }
+    None
+}
+
+/// The union of Slurm's per-task CPU masks on this node, when task/affinity (or the user)
+/// bound the step with `mask_cpu` or `map_cpu` (`SLURM_CPU_BIND_TYPE`,
+/// `SLURM_CPU_BIND_LIST`: `0x1,0x2` or `0,1`).
+pub fn slurm_masks(env: &dyn Fn(&str) -> Option<String>) -> Option<Vec<usize>> {
+    let kind = env("SLURM_CPU_BIND_TYPE")?;
+    let list = env("SLURM_CPU_BIND_LIST")?;
+    if list.len() > 1 << 16 {
+        return None;
+    }
+    let mut cpus = std::collections::BTreeSet::new();
+    if kind.contains("mask_cpu") {
+        for mask in list.split(',') {
+            let hex = mask
+                .trim()
+                .trim_start_matches("0x")
+                .trim_start_matches("0X");
+            if hex.is_empty() || hex.len() > 4096 {
+                return None;
+            }
+            for (i, digit) in hex.bytes().rev().enumerate() {
+                let v = (digit as char).to_digit(16)? as usize;
+                for bit in 0..4 {
+                    if v & (1 << bit) != 0 {
+                        cpus.insert(i * 4 + bit);
+                    }
+                }
+            }
+        }
+    } else if kind.contains("map_cpu") {
+        for cpu in list.split(',') {
+            let cpu: usize = cpu.trim().parse().ok()?;
+            if cpu >= crate::identity::MAX_LOCAL_SIZE {
+                return None;
+            }
+            cpus.insert(cpu);
+        }
+    } else {
+        return None;
+    }
+    (!cpus.is_empty()).then(|| cpus.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::{Stat, Status};
+
+    /// A process tree: pid → (comm, ppid).
+    struct Tree(Vec<(u32, &'static str, u32)>);
+
+    impl Procs for Tree {
+        fn me(&self) -> u32 {
+            self.0[0].0
+        }
+        fn stat(&self, pid: u32) -> Option<Stat> {
+            let &(_, comm, ppid) = self.0.iter().find(|p| p.0 == pid)?;
+            Some(Stat {
+                comm: comm.into(),
+                state: 'S',
+                ppid,
+                pgrp: pid,
+                start: 1,
+            })
+        }
+        fn status(&self, _: u32) -> Option<Status> {
+            None
+        }
+    }
+
+    fn with(launcher: Option<Launcher>) -> Identity {
+        Identity {
+            launcher,
+            ..Identity::given(0, 2)
+        }
+    }
+
+    #[test]
+    fn slurm_masks_are_the_union_of_the_tasks() {
+        let env = |t: &'static str, l: &'static str| {
+            move |k: &str| match k {
+                "SLURM_CPU_BIND_TYPE" => Some(t.to_owned()),
+                "SLURM_CPU_BIND_LIST" => Some(l.to_owned()),
+                _ => None,
+            }
+        };
+        assert_eq!(slurm_masks(&env("mask_cpu:", "0x1,0x2")), Some(vec![0, 1]));
+        assert_eq!(slurm_masks(&env("mask_cpu:", "0x30")), Some(vec![4, 5]));
+        // 0x100000000: CPU 32, past a u32.
+        assert_eq!(
+            slurm_masks(&env("mask_cpu:", "0x100000000")),
+            Some(vec![32])
+        );
+        assert_eq!(slurm_masks(&env("map_cpu:", "3,1")), Some(vec![1, 3]));
+        assert_eq!(slurm_masks(&env("none", "")), None);
+        assert_eq!(slurm_masks(&env("cores", "cores")), None);
+        assert_eq!(slurm_masks(&env("mask_cpu:", "0xzz")), None);
+        assert_eq!(slurm_masks(&env("mask_cpu:", "0x0")), None);
+    }
+
+    #[test]
+    fn the_daemon_of_the_launcher_says_it() {
+        // binder (10) ← sh (9) ← flux-shell (5) ← flux-broker (1... not 1: 2).
+        let tree = Tree(vec![
+            (10, "binder", 9),
+            (9, "sh", 5),
+            (5, "flux-shell", 2),
+            (2, "flux-broker-0", 1),
+        ]);
+        let affinity = |pid: Option<u32>| match pid {
+            Some(5) => Some(vec![2, 3]),
+            Some(_) => Some(vec![0, 1, 2, 3]),
+            None => Some(vec![3]),
+        };
+        let e = Envelope::learn(&with(Some(Launcher::Flux)), &|_| None, &tree, &affinity);
+        assert_eq!(e.cpus, Some(vec![2, 3]));
+        assert_eq!(
+            e.source,
+            Source::Daemon {
+                name: "flux-shell".into(),
+                pid: 5
+            }
+        );
+        assert!(e.describe().contains("cpus 2-3"), "{}", e.describe());
+        assert_eq!(e.key(), "\n#envelope:2-3");
+        // Open MPI's ranks under this tree find no daemon of theirs: the allowed set.
+        let e = Envelope::learn(&with(Some(Launcher::OpenMpi)), &|_| None, &tree, &affinity);
+        assert_eq!(e, Envelope::allowed());
+        assert_eq!(e.key(), "");
+        // No launcher: this process's own affinity.
+        let e = Envelope::learn(&with(None), &|_| None, &tree, &affinity);
+        assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Inherited));
+    }
+
+    #[test]
+    fn slurm_without_masks_is_the_cgroup() {
+        let tree = Tree(vec![(10, "binder", 5), (5, "slurmstepd", 1)]);
+        let e = Envelope::learn(&with(Some(Launcher::Slurm)), &|_| None, &tree, &|_| {
+            Some(vec![0])
+        });
+        assert_eq!(e, Envelope::allowed());
+    }
+
+    #[test]
+    fn a_loop_in_the_tree_ends() {
+        let tree = Tree(vec![(10, "binder", 9), (9, "sh", 8), (8, "sh", 9)]);
+        let e = Envelope::learn(&with(Some(Launcher::Hydra)), &|_| None, &tree, &|_| {
+            Some(vec![0])
+        });
+        assert_eq!(e, Envelope::allowed());
+    }
+}

@@ -1,0 +1,120 @@
+//! The one launch flow every front runs (the `binder` executable's warm path,
+//! `binder-full`, the SPANK plugin, a Flux shell plugin): identity and envelope come in
+//! with the [`Job`], then the node ledger (join or plan, bind, claim, settle), or the plan
+//! alone when the ledger is off or unusable, then the front's own binding and the task's
+//! environment; on any failure after the claim, the claim and the binding are taken back.
+//! Exec (or handing the variables to the launcher) is the front's.
+//!
+//! A front differs from another only in how it plans ([`Planner`]) and how it binds its
+//! task ([`Front::bind`]): the kernel's `sched_setaffinity` from a cached view, hwloc with
+//! `membind` and `--verbose`, a plugin's `setenv`. What to do when the ledger cannot
+//! coordinate is one rule for all ([`Front::uncoordinated`]'s default), which only the
+//! warm path overrides (it hands over to `binder-full`, which says why).
+
+use std::io::Write;
+
+use super::ledgered::{self, Job, Planner, Stopped};
+use crate::identity::Env;
+use crate::ledger::{store, Ledger, LedgerError};
+use crate::view::TaskView;
+
+/// Whether the node ledger takes part in this launch.
+#[derive(Debug)]
+pub enum LedgerState {
+    /// `BINDER_LEDGER=off`: the user turned it off.
+    Off,
+    /// It cannot be used here (why): the launch runs without it, said once per node,
+    /// unless `BINDER_LEDGER=require`.
+    Unusable(String),
+    /// Open.
+    Open(Ledger),
+}
+
+impl LedgerState {
+    /// The ledger for `env` (`BINDER_LEDGER`, `BINDER_LEDGER_DIR`).
+    pub fn open(env: &dyn Fn(&str) -> Option<String>) -> LedgerState {
+        if store::turned_off(env) {
+            return LedgerState::Off;
+        }
+        match Ledger::open(env) {
+            Ok(ledger) => LedgerState::Open(ledger),
+            Err(why) => LedgerState::Unusable(why),
+        }
+    }
+}
+
+/// A front: a planner that also binds its own task.
+pub trait Front: Planner {
+    /// Binds this process to `view` (the flow already bound its CPUs when `started_on`
+    /// is given: the affinity it had before) and returns the task's variables.
+    fn bind(
+        &mut self,
+        view: &TaskView,
+        started_on: Option<&[usize]>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Self::Error>;
+
+    /// The ledger cannot coordinate this launch (`why`): refused under
+    /// `BINDER_LEDGER=require`, else one warning from local rank 0 and the launch goes on
+    /// without it (SEMANTICS §13.1 item 3).
+    fn uncoordinated(
+        &mut self,
+        job: &Job<'_>,
+        why: String,
+        env: &dyn Fn(&str) -> Option<String>,
+        err: &mut impl Write,
+    ) -> Result<(), Self::Error> {
+        if store::required(env) {
+            return Err(LedgerError::Required(why).into());
+        }
+        if job.identity.rank == 0 {
+            crate::text::emit(
+                err,
+                &format!(
+                    "warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}",
+                    crate::text::printable(&why, 200)
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Runs `job` through the ledger (or without it) and `front`'s binding: the task's
+/// variables, `BINDER_JOB` among them when the ledger named the job; the process is
+/// bound. Nothing is left claimed or bound when it returns an error.
+pub fn launch<F: Front>(
+    job: &Job<'_>,
+    env: &dyn Env,
+    front: &mut F,
+    err: &mut impl Write,
+) -> Result<Vec<(String, String)>, F::Error> {
+    let get = |k: &str| env.var(k);
+    match LedgerState::open(&get) {
+        LedgerState::Open(ledger) => match ledgered::claim(&ledger, job, env, front, err) {
+            Ok(claimed) => {
+                return match front.bind(&claimed.view, claimed.started_on(), err) {
+                    Ok(mut vars) => {
+                        vars.push(("BINDER_JOB".into(), claimed.job.to_string()));
+                        Ok(vars)
+                    }
+                    Err(e) => {
+                        claimed.undo();
+                        Err(e)
+                    }
+                };
+            }
+            Err(Stopped::Error(e)) => return Err(e),
+            Err(Stopped::Uncoordinated(why)) => front.uncoordinated(job, why, &get, err)?,
+        },
+        LedgerState::Unusable(why) => front.uncoordinated(job, why, &get, err)?,
+        LedgerState::Off => {}
+    }
+    let (views, _) = front.plain(job, err)?;
+    let rank = job.identity.rank;
+    let view = views
+        .into_iter()
+        .nth(rank)
+        .ok_or_else(|| F::Error::from(LedgerError::NoRank(rank)))?;
+    front.bind(&view, None, err)
+}

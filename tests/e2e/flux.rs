@@ -1,0 +1,197 @@
+//! Under Flux (flux-core 0.88.0, built from `third_party/flux` by `.ci/setup test` into
+//! `/opt/flux`): a throwaway instance per test (`flux start --test-size=N`, N brokers on
+//! this host), the shell's `cpu-affinity` left on as sites run it. Each task reports the
+//! affinity the kernel gave it; that must lie in the job's allocation (SEMANTICS §4.1)
+//! and be what the dry-run promises.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::{self, root, run};
+use binder::exit_code::SUCCESS;
+
+/// `flux`, on PATH or where `.ci/setup test` installs it.
+fn flux() -> Option<PathBuf> {
+    let installed = PathBuf::from("/opt/flux/bin/flux");
+    let found = if common::has("flux") {
+        Some(PathBuf::from("flux"))
+    } else {
+        installed.is_file().then_some(installed)
+    };
+    common::prerequisite(
+        found.is_some(),
+        "`flux` (flux-core; `bash .ci/setup test` builds it into /opt/flux)",
+    )
+    .then_some(found)
+    .flatten()
+}
+
+/// Prints `FLUX_TASK_RANK|BINDER_LOCAL_RANK|BINDER_LOCAL_SIZE|affinity|BINDER_CPUS`.
+const PROBE: &str = r#"printf '%s|%s|%s|%s|%s\n' "$FLUX_TASK_RANK" "$BINDER_LOCAL_RANK" "$BINDER_LOCAL_SIZE" "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" "$BINDER_CPUS""#;
+
+/// One task's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Report {
+    local: String,
+    size: String,
+    affinity: String,
+    cpus: String,
+}
+
+/// Runs `script` (sh, with `$BINDER` and `$PROBE` set) in a fresh instance of `size`
+/// brokers; every probe line, by the job-wide task rank (several jobs: in output order).
+fn instance(size: usize, script: &str) -> Option<Vec<(String, Report)>> {
+    let flux = flux()?;
+    let mut cmd = Command::new(&flux);
+    cmd.current_dir(root())
+        .args(["start", &format!("--test-size={size}"), "sh", "-c", script])
+        .env("BINDER", common::binder_exe())
+        .env("PROBE", PROBE)
+        .env("BINDER_LEDGER_DIR", common::private_ledger());
+    if let Some(dir) = flux.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", dir.display()));
+    }
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) {
+            cmd.env_remove(key);
+        }
+    }
+    let out = run(&mut cmd, SUCCESS);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports = text
+        .lines()
+        .filter(|l| l.matches('|').count() == 4)
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            let report = Report {
+                local: f[1].into(),
+                size: f[2].into(),
+                affinity: f[3].into(),
+                cpus: f[4].into(),
+            };
+            (f[0].to_owned(), report)
+        })
+        .collect();
+    Some(reports)
+}
+
+/// The dry-run's CPU list per local rank of `shape` for `size` tasks on this host.
+fn promised(shape: &str, size: usize) -> BTreeMap<String, String> {
+    let out = run(
+        common::binder().args([
+            "-n",
+            "--format",
+            "json",
+            "--local-size",
+            &size.to_string(),
+            shape,
+        ]),
+        SUCCESS,
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["local_rank"].to_string(),
+                v["cpulist"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// One node, the whole node to the job: every task bound as the dry-run says.
+#[test]
+fn single_node_matches_the_dry_run() {
+    let Some(got) = instance(
+        1,
+        r#"flux run -n2 -c1 "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE""#,
+    ) else {
+        return;
+    };
+    let want = promised("shapes/cores-packed.yaml", 2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (_, r) in &got {
+        assert_eq!(r.size, "2", "{got:?}");
+        assert_eq!(r.affinity, want[&r.local], "kernel vs dry-run: {got:?}");
+        assert_eq!(r.cpus, want[&r.local], "BINDER_CPUS vs dry-run: {got:?}");
+    }
+}
+
+/// Two brokers on this host, 3 tasks over 2 "nodes" with a cyclic task map
+/// (`[[0,2,1,1],[0,1,1,1]]`: tasks 0 and 2 on broker 0, task 1 on broker 1). The task
+/// map is the bare RFC 34 array `flux job taskmap` prints; each broker's tasks are their
+/// own job (`flux:ID.SHELL`) with the right local ranks. The brokers' R overlap on this
+/// one host, so each shell's tasks use a ledger of their own here.
+#[test]
+fn two_brokers_cyclic_task_map() {
+    let script = r#"flux run -N2 -n3 -c1 --taskmap=cyclic sh -c 'BINDER_LEDGER_DIR=$BINDER_LEDGER_DIR/${FLUX_JOB_TMPDIR##*/jobtmp-} exec "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"'"#;
+    let Some(got) = instance(2, script) else {
+        return;
+    };
+    let by: BTreeMap<String, Report> = got.into_iter().collect();
+    assert_eq!(by.len(), 3, "{by:?}");
+    let local = |t: &str| (by[t].local.as_str(), by[t].size.as_str());
+    assert_eq!(local("0"), ("0", "2"), "{by:?}");
+    assert_eq!(local("2"), ("1", "2"), "{by:?}");
+    assert_eq!(local("1"), ("0", "1"), "{by:?}");
+    // Broker 0's two tasks split its cores; each bound as it was told.
+    assert_ne!(by["0"].affinity, by["2"].affinity, "{by:?}");
+    for r in by.values() {
+        assert_eq!(r.affinity, r.cpus, "{by:?}");
+    }
+}
+
+/// Two concurrent 1-core jobs (R: one core each, no cgroups) are bound to their own core,
+/// never to the whole node, so they never share one.
+#[test]
+fn two_one_core_jobs_get_different_cores() {
+    let script = r#"ids=$(flux submit --cc=1-2 -n1 -c1 "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE; sleep 1")
+for id in $ids; do flux job attach "$id"; done"#;
+    let Some(got) = instance(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 2, "{got:?}");
+    let (a, b) = (&got[0].1, &got[1].1);
+    for r in [a, b] {
+        assert!(
+            !r.affinity.contains(['-', ',']) && r.affinity == r.cpus,
+            "a 1-core job bound to one CPU: {got:?}"
+        );
+    }
+    assert_ne!(a.affinity, b.affinity, "two jobs on one core: {got:?}");
+}
+
+/// Inside `flux alloc -n1 -c1` (a nested instance: no cgroup, the outer shell's binding
+/// is all that says what it owns), an inner job stays on the allocation's core.
+#[test]
+fn inner_job_of_an_allocation_stays_on_its_core() {
+    let script = r#"flux alloc -n1 -c1 sh -c 'flux run -n1 "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"'"#;
+    let Some(got) = instance(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 1, "{got:?}");
+    let r = &got[0].1;
+    assert!(!r.affinity.contains(['-', ',']), "one CPU: {got:?}");
+    assert_eq!(r.affinity, r.cpus, "{got:?}");
+}
+
+/// `-o hwloc.xmlfile=1`: the shell hands each task an XML of this very host
+/// (`HWLOC_XMLFILE`); binder takes it for this host and binds as without it.
+#[test]
+fn the_shells_own_xml_is_this_host() {
+    let Some(got) = instance(
+        1,
+        r#"flux run -n2 -c1 -o hwloc.xmlfile=1 "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE""#,
+    ) else {
+        return;
+    };
+    let want = promised("shapes/cores-packed.yaml", 2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (_, r) in &got {
+        assert_eq!(r.affinity, want[&r.local], "{got:?}");
+    }
+}

@@ -1,0 +1,168 @@
+//! Slurm as sites configure it (`TaskPlugin=task/affinity,task/cgroup`,
+//! `ProctrackType=proctrack/cgroup`, with `ConstrainCores=yes` and `no`): Slurm binds every
+//! task by itself (implicit auto binding), rewrites `--cpu-bind=none` to `mask_cpu` on a
+//! step that does not own the node, and only a cgroup or that mask says what the step
+//! owns. binder's SPANK plugin and the `binder` wrapper must bind inside the step's CPUs
+//! (SEMANTICS §4.1), yield Slurm's implicit binding, and leave a typed `--cpu-bind` to
+//! Slurm under a site's `default=` shape.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output, Stdio};
+
+use super::{promised, Slurm, PROBE};
+use crate::common::{self, root};
+
+/// `srun ARGS` from the repository root, with this Slurm and a private ledger.
+fn srun(slurm: &Slurm, ledger: &std::path::Path, args: &[&str]) -> Command {
+    let mut srun = Command::new("srun");
+    srun.current_dir(root()).env("SLURM_CONF", &slurm.conf);
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
+            srun.env_remove(key);
+        }
+    }
+    srun.env("BINDER_LEDGER_DIR", ledger)
+        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
+        .args(args);
+    srun
+}
+
+/// `rank|affinity|BINDER_CPUS|BINDER_LOCAL_SIZE` by rank; the step must have succeeded.
+fn probes(out: &Output, what: &str) -> BTreeMap<String, Vec<String>> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what}: {stdout}\n{stderr}");
+    eprintln!("{what}:\n{stdout}{stderr}");
+    stdout
+        .lines()
+        .filter(|l| l.matches('|').count() == 3)
+        .map(|l| {
+            let f: Vec<String> = l.split('|').map(str::to_owned).collect();
+            (f[0].clone(), f)
+        })
+        .collect()
+}
+
+/// Each configuration a site runs: ConstrainCores yes and no.
+#[test]
+fn slurm_as_sites_run_it() {
+    for constrain in ["yes", "no"] {
+        let shapes = root().join("shapes");
+        let config = [
+            ("E2E_SLURM_TASK", "task/affinity,task/cgroup".to_owned()),
+            ("E2E_SLURM_PROCTRACK", "proctrack/cgroup".to_owned()),
+            ("E2E_SLURM_CONSTRAIN", constrain.to_owned()),
+            ("E2E_SLURM_OVERSUBSCRIBE", "NO".to_owned()),
+            (
+                "E2E_SPANK_ARGS",
+                format!("default=cores-packed catalog={}", shapes.display()),
+            ),
+        ];
+        let Some(slurm) = Slurm::start_with(&config) else {
+            return;
+        };
+        site(&slurm, constrain);
+    }
+}
+
+fn site(slurm: &Slurm, constrain: &str) {
+    let ledger = common::private_ledger();
+    let shape = "shapes/cores-packed.yaml";
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+
+    // The whole node, no --cpu-bind: Slurm's implicit binding yields to --binder.
+    let n = cpus.to_string();
+    let out = srun(slurm, &ledger, &["-n", &n])
+        .args([&format!("--binder={shape}"), "sh", "-c", PROBE])
+        .output()
+        .unwrap();
+    let seen = probes(
+        &out,
+        &format!("ConstrainCores={constrain}: srun -n{n} --binder"),
+    );
+    let want = promised(shape, cpus);
+    assert_eq!(seen.len(), cpus);
+    for (rank, f) in &seen {
+        let rank: usize = rank.parse().unwrap();
+        assert_eq!(f[1], want[&rank], "rank {rank}: affinity vs dry-run");
+        assert_eq!(f[2], want[&rank], "rank {rank}: BINDER_CPUS");
+    }
+
+    // A 1-CPU step on a partial node stays on its CPU, through the plugin and through the
+    // wrapper (whose --cpu-bind=none Slurm rewrites to the step's mask).
+    let plugin = srun(slurm, &ledger, &["-n1", "-c1"])
+        .args([&format!("--binder={shape}"), "sh", "-c", PROBE])
+        .output()
+        .unwrap();
+    let wrapper = srun(slurm, &ledger, &["-n1", "-c1", "--cpu-bind=none"])
+        .args([common::binder_exe(), shape, "--", "sh", "-c", PROBE])
+        .output()
+        .unwrap();
+    for (out, what) in [(plugin, "plugin"), (wrapper, "wrapper")] {
+        let seen = probes(
+            &out,
+            &format!("ConstrainCores={constrain}: 1-CPU step, {what}"),
+        );
+        let f = &seen["0"];
+        assert!(
+            !f[1].contains(['-', ',']) && f[1] == f[2],
+            "{what}: a 1-CPU step bound to one CPU: {f:?}"
+        );
+        assert_eq!(f[3], "1", "{what}");
+    }
+
+    // The site's default=cores-packed binds a plain srun (implicit binding yields) and
+    // leaves a typed --cpu-bind=cores to Slurm, which never fails.
+    let plain = srun(slurm, &ledger, &["-n1", "-c1", "sh", "-c", PROBE])
+        .output()
+        .unwrap();
+    let seen = probes(
+        &plain,
+        &format!("ConstrainCores={constrain}: plain srun, site default"),
+    );
+    assert_eq!(seen["0"][1], seen["0"][2], "the site default bound it");
+    let typed = srun(
+        slurm,
+        &ledger,
+        &["-n1", "-c1", "--cpu-bind=cores", "sh", "-c", PROBE],
+    )
+    .output()
+    .unwrap();
+    let seen = probes(
+        &typed,
+        &format!("ConstrainCores={constrain}: srun --cpu-bind=cores"),
+    );
+    let f = seen.values().next().expect("one task");
+    assert_eq!(f[2], "", "Slurm's binding, not binder's: {f:?}");
+    // --binder with a typed --cpu-bind is the one conflict.
+    let both = srun(slurm, &ledger, &["-n1", "--cpu-bind=cores"])
+        .args([&format!("--binder={shape}"), "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(
+        !both.status.success() && stderr.contains("both bind"),
+        "{stderr}"
+    );
+
+    // Two concurrent 1-CPU steps (two jobs): disjoint, each on its own CPU.
+    if cpus >= 2 {
+        let spawn = || {
+            srun(slurm, &ledger, &["-n1", "-c1"])
+                .args([
+                    &format!("--binder={shape}"),
+                    "sh",
+                    "-c",
+                    &format!("{PROBE}; sleep 2"),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let a = probes(&a.wait_with_output().unwrap(), "concurrent step a");
+        let b = probes(&b.wait_with_output().unwrap(), "concurrent step b");
+        assert_ne!(a["0"][1], b["0"][1], "two steps on one CPU");
+    }
+}
