@@ -195,3 +195,151 @@ fn the_shells_own_xml_is_this_host() {
         assert_eq!(r.affinity, want[&r.local], "{got:?}");
     }
 }
+
+/// The shell plugin (`crates/binder-flux`), loaded by a user initrc
+/// (`-o userrc=FILE` with `plugin.load`), its catalog the repository's shapes. The
+/// script's `$RC` names the file.
+fn with_plugin(size: usize, script: &str) -> Option<Vec<(String, Report)>> {
+    let plugin = std::path::Path::new(common::binder_exe()).with_file_name("libbinder_flux.so");
+    assert!(
+        plugin.is_file(),
+        "{} is not built: `cargo build --release` builds it (.ci/run builds first)",
+        plugin.display()
+    );
+    let rc = std::env::temp_dir().join(format!(
+        "binder-flux-rc-{}-{}.lua",
+        std::process::id(),
+        common::private_ledger()
+            .display()
+            .to_string()
+            .rsplit('-')
+            .next()
+            .unwrap_or("0")
+    ));
+    std::fs::write(
+        &rc,
+        format!(
+            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\" }} }}\n",
+            plugin.display(),
+            root().join("shapes").display()
+        ),
+    )
+    .unwrap();
+    let script = format!("RC={}\n{script}", rc.display());
+    let got = instance(size, &script);
+    let _ = std::fs::remove_file(&rc);
+    got
+}
+
+/// `flux run -n2 -o binder=…`: each task bound as the dry-run says, by the plugin alone
+/// (no `binder` in the command), with the report line.
+#[test]
+fn plugin_binds_as_the_dry_run_says() {
+    let Some(got) = with_plugin(
+        1,
+        r#"flux run -n2 -c1 -o userrc=$RC -o binder=cores-packed -o binder-report sh -c "$PROBE""#,
+    ) else {
+        return;
+    };
+    let want = promised("shapes/cores-packed.yaml", 2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (_, r) in &got {
+        assert_eq!(r.size, "2", "{got:?}");
+        assert_eq!(r.affinity, want[&r.local], "kernel vs dry-run: {got:?}");
+        assert_eq!(r.cpus, want[&r.local], "BINDER_CPUS vs dry-run: {got:?}");
+    }
+}
+
+/// Two brokers, `-N2 -n3`: each shell's tasks get their local ranks from the shell, with
+/// no `flux job taskmap` (the tasks' PATH has no `flux`, which the wrapper would need).
+/// The brokers' R overlap on this one host, so the ledger is off here.
+#[test]
+fn plugin_two_brokers_local_ranks_without_a_task_map() {
+    let Some(got) = with_plugin(
+        2,
+        r#"flux run -N2 -n3 -c1 --env=PATH=/usr/bin:/bin --env=BINDER_LEDGER=off -o userrc=$RC -o binder=shapes/cores-packed.yaml sh -c "$PROBE""#,
+    ) else {
+        return;
+    };
+    let by: BTreeMap<String, Report> = got.into_iter().collect();
+    assert_eq!(by.len(), 3, "{by:?}");
+    // The default block map: tasks 0 and 1 on broker 0, task 2 on broker 1.
+    let local = |t: &str| (by[t].local.as_str(), by[t].size.as_str());
+    assert_eq!(local("0"), ("0", "2"), "{by:?}");
+    assert_eq!(local("1"), ("1", "2"), "{by:?}");
+    assert_eq!(local("2"), ("0", "1"), "{by:?}");
+    for r in by.values() {
+        assert_eq!(r.affinity, r.cpus, "{by:?}");
+    }
+}
+
+/// Two concurrent 1-core jobs through the plugin stay on their own core; a job without
+/// `-o binder` is untouched (the shell's cpu-affinity binds it, no BINDER_CPUS).
+#[test]
+fn plugin_one_core_jobs_and_jobs_without_it() {
+    let script = r#"ids=$(flux submit --cc=1-2 -n1 -c1 -o userrc=$RC -o binder=cores-packed sh -c "$PROBE; sleep 1")
+for id in $ids; do flux job attach "$id"; done
+flux run -n1 -c1 -o userrc=$RC sh -c "$PROBE""#;
+    let Some(got) = with_plugin(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 3, "{got:?}");
+    let (a, b, plain) = (&got[0].1, &got[1].1, &got[2].1);
+    for r in [a, b] {
+        assert!(
+            !r.affinity.contains(['-', ',']) && r.affinity == r.cpus,
+            "{got:?}"
+        );
+    }
+    assert_ne!(a.affinity, b.affinity, "two jobs on one core: {got:?}");
+    assert!(
+        !plain.affinity.contains(['-', ',']),
+        "cpu-affinity kept: {got:?}"
+    );
+    assert_eq!(plain.cpus, "", "binder stayed out: {got:?}");
+}
+
+/// A bad shape: the task fails with binder's one line and 125; the command never runs.
+#[test]
+fn plugin_refusal_never_runs_the_command() {
+    let marker = std::env::temp_dir().join(format!("binder-flux-ran-{}", std::process::id()));
+    let script = format!(
+        "flux run -n1 -o userrc=$RC -o binder=/nonexistent/shape.yaml touch {m} 2>&1; echo \"rc=$?|x|x|x|x\"",
+        m = marker.display()
+    );
+    let Some(got) = with_plugin(1, &script) else {
+        return;
+    };
+    assert!(!marker.exists(), "the command ran despite the refusal");
+    assert_eq!(
+        got.last().map(|(k, _)| k.as_str()),
+        Some("rc=125"),
+        "{got:?}"
+    );
+}
+
+/// A GPU shape on a shared XML (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM=1` for the whole
+/// instance, so R has the XML's 8 T4s): `-g1` per task, the device variables from the
+/// job's GPUs, one each.
+#[test]
+fn plugin_gpus_from_the_jobs_r() {
+    let Some(xml) =
+        common::shared().map(|s| common::topology(&s, "aws-g4dn-metal-2s-48c-smt2-8t4.xml"))
+    else {
+        return;
+    };
+    let script = format!(
+        "export HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1\nexec flux start --test-size=1 flux run -n2 -g1 -o userrc=$RC -o binder=shapes/gpu-devices-only.yaml sh -c 'echo \"$FLUX_TASK_RANK|$CUDA_VISIBLE_DEVICES|$BINDER_GPUS|x|x\"'",
+        xml.display()
+    );
+    // The outer instance only runs the inner one, which sees the XML.
+    let Some(got) = with_plugin(1, &script) else {
+        return;
+    };
+    let mut lines: Vec<String> = got
+        .iter()
+        .map(|(t, r)| format!("{t}|{}|{}", r.local, r.size))
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["0|0|0", "1|1|1"], "{got:?}");
+}

@@ -46,8 +46,12 @@ pub enum Source {
 /// The job's CPUs on this node, as the launcher says them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
-    /// The CPUs (OS numbers, ascending); `None`: the allowed set.
+    /// The CPUs (OS numbers, ascending); `None`: the allowed set (or `cores`).
     pub cpus: Option<Vec<usize>>,
+    /// Or the cores, by hwloc's logical index, as a launcher that counts cores names them
+    /// (Flux's R): the planner resolves them with the topology it loads anyway, so a
+    /// launch from the node cache needs no hwloc for them.
+    pub cores: Option<Vec<usize>>,
     /// Where they came from.
     pub source: Source,
 }
@@ -75,6 +79,7 @@ impl Envelope {
     pub fn allowed() -> Envelope {
         Envelope {
             cpus: None,
+            cores: None,
             source: Source::Allowed,
         }
     }
@@ -83,6 +88,16 @@ impl Envelope {
     pub fn given(cpus: Vec<usize>, what: &str) -> Envelope {
         Envelope {
             cpus: Some(cpus),
+            cores: None,
+            source: Source::Given(what.to_owned()),
+        }
+    }
+
+    /// Cores (hwloc logical indexes) a plugin knows the job owns.
+    pub fn given_cores(cores: Vec<usize>, what: &str) -> Envelope {
+        Envelope {
+            cpus: None,
+            cores: Some(cores),
             source: Source::Given(what.to_owned()),
         }
     }
@@ -99,6 +114,7 @@ impl Envelope {
             return match affinity(None) {
                 Some(cpus) if !cpus.is_empty() => Envelope {
                     cpus: Some(cpus),
+                    cores: None,
                     source: Source::Inherited,
                 },
                 _ => Envelope::allowed(),
@@ -108,6 +124,7 @@ impl Envelope {
             if let Some(cpus) = slurm_masks(env) {
                 return Envelope {
                     cpus: Some(cpus),
+                    cores: None,
                     source: Source::SlurmMasks,
                 };
             }
@@ -122,6 +139,7 @@ impl Envelope {
             Some((name, pid)) => match affinity(Some(pid)) {
                 Some(cpus) if !cpus.is_empty() => Envelope {
                     cpus: Some(cpus),
+                    cores: None,
                     source: Source::Daemon { name, pid },
                 },
                 _ => Envelope::allowed(),
@@ -143,18 +161,20 @@ impl Envelope {
     /// The part of the plan's key that the envelope decides: tasks of one job see one
     /// envelope, and a plan made in another never matches.
     pub fn key(&self) -> String {
-        match &self.cpus {
-            Some(cpus) => format!("\n#envelope:{}", cpu_list(cpus)),
-            None => String::new(),
+        match (&self.cpus, &self.cores) {
+            (Some(cpus), _) => format!("\n#envelope:{}", cpu_list(cpus)),
+            (None, Some(cores)) => format!("\n#envelope-cores:{}", cpu_list(cores)),
+            (None, None) => String::new(),
         }
     }
 
     /// The `--verbose` line: which CPUs, from where.
     pub fn describe(&self) -> String {
-        let cpus = self.cpus.as_ref().map_or_else(
-            || "the allowed set".to_owned(),
-            |c| format!("cpus {}", cpu_list(c)),
-        );
+        let cpus = match (&self.cpus, &self.cores) {
+            (Some(c), _) => format!("cpus {}", cpu_list(c)),
+            (None, Some(c)) => format!("cores {} (hwloc's logical indexes)", cpu_list(c)),
+            (None, None) => "the allowed set".to_owned(),
+        };
         let from = match &self.source {
             Source::Allowed => {
                 "hwloc's allowed set (the cgroup); the launcher says nothing narrower".to_owned()
@@ -325,6 +345,17 @@ mod tests {
         // No launcher: this process's own affinity.
         let e = Envelope::learn(&with(None), &|_| None, &tree, &affinity);
         assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Inherited));
+    }
+
+    #[test]
+    fn cores_a_plugin_names_are_keyed_apart_from_cpus() {
+        let cores = Envelope::given_cores(vec![0, 1], "Flux's R for this node");
+        let cpus = Envelope::given(vec![0, 1], "x");
+        assert_eq!(cores.key(), "\n#envelope-cores:0-1");
+        assert_ne!(cores.key(), cpus.key());
+        assert!(cores
+            .describe()
+            .contains("cores 0-1 (hwloc's logical indexes), from Flux's R"));
     }
 
     #[test]

@@ -58,8 +58,9 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
     /// The topology inside the job's allocation (SEMANTICS §4.1), with its GPUs.
     fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
         let t = (self.load)(self.shape)?;
+        let cores = job.envelope.cores.as_deref().map(|c| t.cores_pus(c));
         let mut t = t
-            .within(job.envelope.cpus.as_deref())
+            .within(job.envelope.cpus.as_deref().or(cores.as_deref()))
             .map_err(PlanError::from)?;
         t.set_gpu_grant(self.grant.clone());
         Ok(t)

@@ -5,7 +5,9 @@
 //! only identity and environment come from SPANK instead of the process.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+pub use binder_core::launch::line::shape_path;
 
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
@@ -153,20 +155,6 @@ refusal_from!(
     LaunchError,
     binder_plan::shape::ShapeError
 );
-
-/// The shape's file: `name` as given when it names a file (has a `/` or ends in `.yaml`),
-/// relative to the job's working directory (`cwd`); else `catalog/name.yaml`.
-pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &Path) -> PathBuf {
-    if name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
-        let path = PathBuf::from(name);
-        match cwd {
-            Some(dir) if path.is_relative() => Path::new(dir).join(path),
-            _ => path,
-        }
-    } else {
-        catalog.join(format!("{name}.yaml"))
-    }
-}
 
 /// A refusal when the user asked Slurm to bind the task too (`srun --cpu-bind=…` other
 /// than `none`, as srun handed it over: `typed`): two bindings of one task, one of which
@@ -328,6 +316,7 @@ fn topology_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn names_and_paths() {

@@ -175,6 +175,20 @@ pub const SITE_FILE: &str = "/etc/binder/site.yaml";
 /// The largest site file read.
 const MAX_SITE_BYTES: usize = 64 * 1024;
 
+/// The shape's file, for the plugins (`--binder=`, `-o binder=`): `name` as given when it names a file (has a `/` or ends in `.yaml`),
+/// relative to the job's working directory (`cwd`); else `catalog/name.yaml`.
+pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &std::path::Path) -> std::path::PathBuf {
+    if name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
+        let path = std::path::PathBuf::from(name);
+        match cwd {
+            Some(dir) if path.is_relative() => std::path::Path::new(dir).join(path),
+            _ => path,
+        }
+    } else {
+        catalog.join(format!("{name}.yaml"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

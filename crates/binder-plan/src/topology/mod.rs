@@ -83,6 +83,22 @@ impl Topology {
         self.restricted(keep, "no PU left after taking out taken and reserved ones")
     }
 
+    /// The PUs (OS numbers, ascending) of the cores with these logical indexes, as a
+    /// launcher that counts cores names them (Flux's R: `resources.cores` is hwloc's
+    /// logical core index); an index past the last core adds nothing.
+    pub fn cores_pus(&self, cores: &[usize]) -> Vec<usize> {
+        let all: Vec<&TopologyObject> = self.hw.objects_with_type(ObjectType::Core).collect();
+        let mut pus: Vec<usize> = cores
+            .iter()
+            .filter_map(|&i| all.get(i))
+            .filter_map(|core| core.cpuset())
+            .flat_map(|set| cpus_of(&set.clone_target()))
+            .collect();
+        pus.sort_unstable();
+        pus.dedup();
+        pus
+    }
+
     /// The same machine inside the job's allocation (SEMANTICS §4.1): only the allowed
     /// PUs among `cpus` (OS numbers, `None`: all), as if the cgroup were that narrow,
     /// keeping the node's numbering in labels; `self` when `cpus` covers the allowed set.

@@ -1,0 +1,613 @@
+//! One job shell's binding in plain Rust terms (no FFI here, so it is tested like any
+//! library code). The shell knows for free what the `binder` wrapper must ask for: this
+//! node's task count, the job's cores and GPUs here (R, the shell's rank info) and each
+//! task's rank. So:
+//!
+//! * `shell.init` ([`Shell::prepare`]): the envelope from R's cores on this node, then the
+//!   node's plan for the shell's tasks (from the node cache, or planned with hwloc), kept
+//!   for the tasks;
+//! * `task.init` ([`Shell::task_env`], in the shell): the task's variables, set on its
+//!   command (a task's environment is fixed when it is forked);
+//! * `task.exec` ([`Shell::bind`], in the task's process before exec): the one launch flow
+//!   (`binder_core::launch::flow`) with this task's PID: the ledger's join or claim, the
+//!   binding. A view the ledger moved after the variables were set is refused rather than
+//!   run with variables that lie.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use binder_core::envelope::Envelope;
+use binder_core::identity::{Env, Identity, Launcher};
+use binder_core::launch::flow::{self, Front};
+use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
+use binder_core::launch::line::{job_text, shape_path, site_text, Requests};
+use binder_core::launch::{LaunchError, Options};
+use binder_core::ledger::{LedgerError, Scan};
+use binder_core::view::TaskView;
+use binder_plan::around::HostPlanner;
+use binder_plan::gpu::Grant;
+use binder_plan::shape::{self, GpuIds, Shape};
+use binder_plan::topology::{Source, Topology};
+use binder_plan::PlanError;
+
+/// Why a task is not run (the one `binder:` line).
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! refusal_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Refusal {
+            fn from(e: $t) -> Refusal {
+                Refusal(e.to_string())
+            }
+        }
+    )*};
+}
+refusal_from!(PlanError, LedgerError, LaunchError, shape::ShapeError);
+
+/// The catalog a name without `/` or `.yaml` is looked up in, unless the plugin's
+/// configuration names another.
+pub const CATALOG: &str = "/usr/share/binder/shapes";
+
+/// The plugin's configuration (`plugin.load { file = …, conf = { default = "…",
+/// catalog = "…" } }`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// A shape for every job that asks for none (and sets no `cpu-affinity` of its own).
+    #[serde(default)]
+    pub default: Option<String>,
+    /// Where catalog names are looked up.
+    #[serde(default = "catalog")]
+    pub catalog: PathBuf,
+}
+
+fn catalog() -> PathBuf {
+    PathBuf::from(CATALOG)
+}
+
+impl Site {
+    /// The configuration from its JSON (`None` or `{}`: no default, the usual catalog).
+    pub fn parse(json: Option<&str>) -> Result<Site, String> {
+        match json.map(str::trim).filter(|j| !j.is_empty()) {
+            None => Ok(Site {
+                default: None,
+                catalog: catalog(),
+            }),
+            Some(json) => serde_json::from_str(json).map_err(|e| {
+                format!(
+                    "binder's plugin configuration: {e}; it takes default=SHAPE and catalog=DIR"
+                )
+            }),
+        }
+    }
+}
+
+/// What the job asked binder for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The shape: a path (relative to the job's working directory) or a catalog name.
+    pub shape: String,
+    /// `-o binder-report` (or `binder.report`): each task's binding line on its stderr.
+    pub report: bool,
+    /// `-o binder-verbose` (or `binder.verbose`): where the envelope came from, what the
+    /// ledger decided.
+    pub verbose: bool,
+    /// The shape is the site's default, not the job's: a refusal leaves the task to the
+    /// shell's own affinity instead of failing it.
+    pub site_default: bool,
+}
+
+impl Request {
+    /// The request from the shell options: `binder` is `SHAPE`, `off`, or an object
+    /// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
+    /// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the
+    /// job set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to.
+    pub fn of(
+        binder: Option<&serde_json::Value>,
+        report: bool,
+        verbose: bool,
+        site: &Site,
+        affinity_typed: bool,
+    ) -> Result<Option<Request>, String> {
+        let flag = |v: Option<&serde_json::Value>| {
+            v.is_some_and(|v| v.as_bool().unwrap_or(v.as_i64().is_some_and(|n| n != 0)))
+        };
+        let (shape, report, verbose) = match binder {
+            None => (None, report, verbose),
+            Some(serde_json::Value::String(s)) => (Some(s.clone()), report, verbose),
+            Some(serde_json::Value::Object(o)) => (
+                o.get("shape").and_then(|s| s.as_str()).map(str::to_owned),
+                report || flag(o.get("report")),
+                verbose || flag(o.get("verbose")),
+            ),
+            Some(other) => {
+                return Err(format!(
+                    "-o binder={} is not a shape; give -o binder=SHAPE (a file or a catalog name)",
+                    binder_core::text::printable(&other.to_string(), 60)
+                ))
+            }
+        };
+        let request = |shape: String, site_default| Request {
+            shape,
+            report,
+            verbose,
+            site_default,
+        };
+        Ok(match shape {
+            Some(s) if matches!(s.trim(), "off" | "none" | "0") => None,
+            Some(s) => Some(request(s, false)),
+            None if affinity_typed => None,
+            None => site.default.clone().map(|s| request(s, true)),
+        })
+    }
+}
+
+/// An RFC 22 idset (`0-3,5`), at most [`binder_core::identity::MAX_LOCAL_SIZE`] members.
+pub fn idset(text: &str) -> Option<Vec<usize>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    binder_core::procfs::parse_list_max(text, binder_core::identity::MAX_LOCAL_SIZE)
+}
+
+/// What the shell says of itself and this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// The job id as Flux prints it (F58), from the job's environment.
+    pub jobid: String,
+    /// This shell's rank (the node's index in the job).
+    pub shell_rank: u32,
+    /// How many of the job's tasks run here.
+    pub ntasks: usize,
+    /// R's cores here: hwloc's logical core indexes.
+    pub cores: Vec<usize>,
+    /// R's GPUs here: their indexes among the node's GPUs.
+    pub gpus: Vec<usize>,
+}
+
+impl Node {
+    /// From the shell's rank info (`flux_shell_get_rank_info(shell, -1)`).
+    pub fn from_rank_info(jobid: String, json: &str) -> Result<Node, String> {
+        #[derive(serde::Deserialize)]
+        struct Resources {
+            #[serde(default)]
+            cores: String,
+            #[serde(default)]
+            gpus: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct RankInfo {
+            id: u32,
+            ntasks: usize,
+            resources: Resources,
+        }
+        let info: RankInfo =
+            serde_json::from_str(json).map_err(|e| format!("the shell's rank info: {e}"))?;
+        let set = |what: &str, text: &str| {
+            idset(text).ok_or_else(|| format!("R's {what} here ({text:?}) are not an idset"))
+        };
+        Ok(Node {
+            jobid,
+            shell_rank: info.id,
+            ntasks: info.ntasks,
+            cores: set("cores", &info.resources.cores)?,
+            gpus: set("gpus", info.resources.gpus.as_deref().unwrap_or(""))?,
+        })
+    }
+
+    /// Local task `local` of this node (its job-wide `rank`).
+    pub fn identity(&self, local: usize, rank: Option<usize>) -> Identity {
+        Identity {
+            rank: local,
+            size: self.ntasks,
+            rank_known: true,
+            launcher: Some(Launcher::Flux),
+            vars: vec![
+                format!("shell rank {}", self.shell_rank),
+                format!("task localid {local} of {}", self.ntasks),
+            ],
+            global_rank: rank,
+        }
+    }
+
+    /// The ledger's name for this shell's tasks: `flux:ID.SHELL`, as the wrapper names
+    /// them (`binder_core::identity::job`).
+    pub fn job_id(&self) -> String {
+        format!("flux:{}.{}", self.jobid, self.shell_rank)
+    }
+}
+
+/// The job's environment (`flux_shell_getenv`), with the variables that name the job
+/// answered from the shell: the ledger keys the job by them, as under the wrapper.
+pub struct FluxEnv<'a> {
+    /// The job's environment.
+    pub get: &'a dyn Fn(&str) -> Option<String>,
+    /// This node.
+    pub node: &'a Node,
+}
+
+impl Env for FluxEnv<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        match name {
+            "FLUX_JOB_ID" => Some(self.node.jobid.clone()),
+            "FLUX_JOB_TMPDIR" => Some(format!(
+                "/jobtmp-{}-{}",
+                self.node.shell_rank, self.node.jobid
+            )),
+            _ => (self.get)(name),
+        }
+    }
+
+    fn flux_taskmap(&self, _: &str) -> Result<String, String> {
+        Err("the shell plugin knows its tasks".into())
+    }
+}
+
+/// The shell's plan for its tasks, made once in `shell.init`.
+pub struct Shell {
+    /// This node.
+    pub node: Node,
+    /// The request.
+    pub request: Request,
+    /// The shape's path, for messages.
+    pub origin: String,
+    /// The shape, parsed.
+    pub shape: Shape,
+    /// The text the plan is keyed by (the cache's and the ledger's).
+    pub text: String,
+    /// The job's allocation here.
+    pub envelope: Envelope,
+    /// The GPUs the job may have here.
+    pub grant: Grant,
+    /// Every local task's view and the job's packing policy.
+    pub planned: Planned,
+}
+
+impl Shell {
+    /// Reads the shape and plans the node's tasks inside R's cores. `get` is the job's
+    /// environment, `cwd` the job's working directory.
+    pub fn prepare(
+        node: Node,
+        request: Request,
+        site: &Site,
+        get: &dyn Fn(&str) -> Option<String>,
+        cwd: Option<&str>,
+        err: &mut impl Write,
+    ) -> Result<Shell, Refusal> {
+        let path = shape_path(&request.shape, cwd, &site.catalog);
+        let origin = path.display().to_string();
+        let text = shape::read_text(&path)?;
+        let site_file = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
+        let mut shape = Shape::from_yaml(&text, &origin)?;
+        binder_plan::ge::reserve::add_site(&mut shape, site_file.as_ref())
+            .map_err(PlanError::from)?;
+        // R's GPUs, in the numbering the shell's gpu-affinity would have exported them.
+        let gpus = node
+            .gpus
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let grant_env = |k: &str| match k {
+            "CUDA_VISIBLE_DEVICES" if !gpus.is_empty() && get(k).is_none() => Some(gpus.clone()),
+            _ => get(k),
+        };
+        let grant =
+            Grant::from_env(&grant_env).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
+        // R names cores by hwloc's logical index; the planner resolves them with the
+        // topology only when it plans (a node cache hit loads no hwloc at all).
+        let envelope = Envelope::given_cores(node.cores.clone(), "Flux's R for this node");
+        let key = job_text(
+            &text,
+            &Requests::default(),
+            site_file.as_ref().map(|(_, t)| t.as_str()),
+            &grant_env,
+        ) + &envelope.key();
+        let identity = node.identity(0, None);
+        if request.verbose {
+            binder_core::text::emit(err, &envelope.describe());
+        }
+        let job = Job {
+            origin: &origin,
+            text: &key,
+            identity: &identity,
+            gpus_per_task: None,
+            verbose: request.verbose,
+            envelope: &envelope,
+        };
+        let loader = Box::new(|s: &Shape| load_host(s));
+        let mut planner: HostPlanner<'_, Refusal> =
+            HostPlanner::new(&shape, grant.clone(), get, loader);
+        let planned = planner.plain(&job, err)?;
+        drop(planner);
+        Ok(Shell {
+            node,
+            request,
+            origin,
+            shape,
+            text: key,
+            envelope,
+            grant,
+            planned,
+        })
+    }
+
+    /// Local task `local`'s view.
+    fn view(&self, local: usize) -> Result<&TaskView, Refusal> {
+        self.planned
+            .0
+            .get(local)
+            .ok_or_else(|| Refusal(format!("the plan has no local task {local}")))
+    }
+
+    /// The variables of local task `local` (job-wide `rank`), to set on its command in
+    /// `task.init`: binder's, OpenMP's and the GPUs', and `BINDER_JOB`.
+    pub fn task_env(
+        &self,
+        local: usize,
+        rank: Option<usize>,
+        get: &dyn Fn(&str) -> Option<String>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Refusal> {
+        let view = self.view(local)?;
+        let identity = self.node.identity(local, rank);
+        let options = self.options(view, None, get);
+        let mut vars = binder_core::launch::finish(view, &identity, &options, err)?;
+        vars.push(("BINDER_JOB".into(), self.node.job_id()));
+        Ok(vars)
+    }
+
+    fn options<'o>(
+        &self,
+        view: &TaskView,
+        started_on: Option<&'o [usize]>,
+        get: &'o dyn Fn(&str) -> Option<String>,
+    ) -> Options<'o> {
+        Options {
+            command: &[],
+            openmp: view.openmp,
+            membind: view.membind,
+            // The report line is the bind's, in the task's own process.
+            report: false,
+            verbose: false,
+            scrub: &[],
+            started_on,
+            inherited: get,
+        }
+    }
+
+    /// Binds this process (task `local`, forked, about to exec) through the one launch
+    /// flow: the node ledger, then the kernel (hwloc for `membind`).
+    pub fn bind(
+        &self,
+        local: usize,
+        rank: Option<usize>,
+        get: &dyn Fn(&str) -> Option<String>,
+        err: &mut impl Write,
+    ) -> Result<(), Refusal> {
+        let identity = self.node.identity(local, rank);
+        let env = FluxEnv {
+            get,
+            node: &self.node,
+        };
+        let job = Job {
+            origin: &self.origin,
+            text: &self.text,
+            identity: &identity,
+            gpus_per_task: None,
+            verbose: self.request.verbose,
+            envelope: &self.envelope,
+        };
+        let loader = Box::new(|s: &Shape| load_host(s));
+        let mut front = Task {
+            shell: self,
+            planner: HostPlanner::new(&self.shape, self.grant.clone(), get, loader),
+            identity: &identity,
+            get,
+        };
+        flow::launch(&job, &env, &mut front, err).map(|_| ())
+    }
+}
+
+/// This host's topology, refused when hwloc describes another machine.
+fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
+    let t = binder_plan::load_topology(shape, &Source::Host, None)?;
+    if !t.hw().is_this_system() {
+        return Err(LaunchError::NotThisSystem {
+            vars: "HWLOC_XMLFILE or HWLOC_SYNTHETIC in the job shell's environment".into(),
+        }
+        .into());
+    }
+    Ok(t)
+}
+
+/// One task's front on the launch flow: the shell's plan, a real re-plan around other
+/// jobs, and the binding in the task's process.
+struct Task<'a> {
+    shell: &'a Shell,
+    planner: HostPlanner<'a, Refusal>,
+    identity: &'a Identity,
+    get: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Planner for Task<'_> {
+    type Error = Refusal;
+
+    /// The shell's plan, made once for all its tasks.
+    fn plain(&mut self, _: &Job<'_>, _: &mut impl Write) -> Result<Planned, Refusal> {
+        Ok(self.shell.planned.clone())
+    }
+
+    fn around(
+        &mut self,
+        job: &Job<'_>,
+        scan: &Scan,
+        avoid: &Avoid,
+        err: &mut impl Write,
+    ) -> Result<Planned, Refusal> {
+        self.planner.around(job, scan, avoid, err)
+    }
+
+    fn shares(&self) -> bool {
+        self.shell.shape.options.share
+    }
+}
+
+impl Front for Task<'_> {
+    fn bind(
+        &mut self,
+        view: &TaskView,
+        started_on: Option<&[usize]>,
+        err: &mut impl Write,
+    ) -> Result<Vec<(String, String)>, Refusal> {
+        let planned = self.shell.view(self.identity.rank)?;
+        if view.cpus != planned.cpus || view.gpus != planned.gpus {
+            return Err(Refusal(format!(
+                "another job took this task's units (cpus {}) between the job shell's plan and the task's start, and its variables are already set; run the job again",
+                binder_core::cpulist::cpu_list(&planned.cpus)
+            )));
+        }
+        let mut options = self.shell.options(view, started_on, self.get);
+        options.report = self.shell.request.report;
+        options.verbose = self.shell.request.verbose;
+        let topology = if view.membind {
+            Some(load_host(&self.shell.shape)?)
+        } else {
+            None
+        };
+        Ok(binder_plan::hostbind::prepare(
+            view,
+            topology.as_ref(),
+            self.identity,
+            &options,
+            err,
+        )?)
+    }
+}
+
+/// The shell options binder reads, by name.
+pub const OPTIONS: [&str; 5] = [
+    "binder",
+    "binder-report",
+    "binder-verbose",
+    "cpu-affinity",
+    "gpu-affinity",
+];
+
+/// Reads [`OPTIONS`] through `getopt` (an option's JSON, `None` when unset) into a
+/// request.
+pub fn request_from(
+    getopt: &dyn Fn(&str) -> Option<String>,
+    site: &Site,
+) -> Result<Option<Request>, String> {
+    let opts: BTreeMap<&str, serde_json::Value> = OPTIONS
+        .iter()
+        .filter_map(|&name| {
+            let json = getopt(name)?;
+            Some((
+                name,
+                serde_json::from_str(&json).unwrap_or(serde_json::Value::Null),
+            ))
+        })
+        .collect();
+    let set = |name: &str| {
+        opts.get(name)
+            .is_some_and(|v| !matches!(v, serde_json::Value::Bool(false) | serde_json::Value::Null))
+    };
+    let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
+    Request::of(
+        opts.get("binder"),
+        set("binder-report"),
+        set("binder-verbose"),
+        site,
+        typed,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_from_options() {
+        let site = Site::parse(Some(r#"{"default":"cores-packed"}"#)).unwrap();
+        let none = Site::parse(None).unwrap();
+        let opts = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let r = request_from(&opts(&[("binder", "\"x.yaml\"")]), &none)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (r.shape.as_str(), r.report, r.site_default),
+            ("x.yaml", false, false)
+        );
+        let r = request_from(
+            &opts(&[
+                ("binder", r#"{"shape":"y","report":1}"#),
+                ("binder-verbose", "1"),
+            ]),
+            &none,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((r.shape.as_str(), r.report, r.verbose), ("y", true, true));
+        // Inert without a shape; a site default only where the job set no affinity.
+        assert_eq!(request_from(&opts(&[]), &none).unwrap(), None);
+        let r = request_from(&opts(&[]), &site).unwrap().unwrap();
+        assert!(r.site_default && r.shape == "cores-packed");
+        assert_eq!(
+            request_from(&opts(&[("cpu-affinity", "\"per-task\"")]), &site).unwrap(),
+            None
+        );
+        assert_eq!(
+            request_from(&opts(&[("binder", "\"off\"")]), &site).unwrap(),
+            None
+        );
+        assert!(request_from(&opts(&[("binder", "3")]), &none).is_err());
+        assert!(Site::parse(Some(r#"{"defualt":"x"}"#)).is_err());
+    }
+
+    #[test]
+    fn rank_info_and_names() {
+        let json = r#"{"id":1,"name":"vm","broker_rank":1,"ntasks":2,"taskids":"1,3","resources":{"ncores":2,"cores":"0-1","gpus":"0"}}"#;
+        let node = Node::from_rank_info("f2Ab".into(), json).unwrap();
+        assert_eq!((node.shell_rank, node.ntasks), (1, 2));
+        assert_eq!(
+            (node.cores.clone(), node.gpus.clone()),
+            (vec![0, 1], vec![0])
+        );
+        assert_eq!(node.job_id(), "flux:f2Ab.1");
+        let id = node.identity(1, Some(3));
+        assert_eq!((id.rank, id.size, id.global_rank), (1, 2, Some(3)));
+        // The job the ledger sees is the wrapper's for the same shell.
+        let get = |_: &str| None;
+        let env = FluxEnv {
+            get: &get,
+            node: &node,
+        };
+        let procs = binder_core::procfs::Real;
+        let job = binder_core::identity::job::job_of(&id, &env, &procs);
+        assert_eq!(job.0, node.job_id());
+        let no_gpus = r#"{"id":0,"name":"vm","broker_rank":0,"ntasks":1,"taskids":"0","resources":{"ncores":1,"cores":"3"}}"#;
+        assert!(Node::from_rank_info("f".into(), no_gpus)
+            .unwrap()
+            .gpus
+            .is_empty());
+        assert!(Node::from_rank_info("f".into(), "{}").is_err());
+    }
+}
