@@ -414,9 +414,15 @@ fn own_dir(root: &Path, uid: u32) -> Result<(PathBuf, OwnedFd), String> {
     }
     let canonical = root.join(format!("{PREFIX}{uid}"));
     let mine = |dir: &Path| open_usable(dir, uid).map(|fd| (dir.to_owned(), fd));
-    if let Some(found) =
-        mine(&canonical).or_else(|| make(&canonical).then(|| mine(&canonical)).flatten())
-    {
+    // Made, or found made: a task of this user's that started at the same moment may make
+    // it between this one's first look and its `mkdir` (which then fails with EEXIST), so
+    // the second look does not depend on which of them made it. Seen with the two tasks of
+    // a SPANK step in a fresh ledger: the loser took a fallback directory, planned alone
+    // and found its own job's rank 0 in the way.
+    if let Some(found) = mine(&canonical).or_else(|| {
+        make(&canonical);
+        mine(&canonical)
+    }) {
         return Ok(found);
     }
     // Somebody else has the name: this user's other directory (every name with this

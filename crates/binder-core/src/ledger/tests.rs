@@ -319,3 +319,33 @@ fn a_late_rank_sees_live_tasks_and_reserved_units_alike() {
     assert_eq!(scan.cpus(), [2, 3, 6]);
     assert_eq!(scan.gpus(), ["0000:01:00.0", "0000:02:00.0"]);
 }
+
+/// Tasks of one user that open a fresh ledger at the same moment all get the same
+/// directory: the one that loses the race to `mkdir` finds the winner's, instead of
+/// taking a fallback directory and planning as if its own job were another's.
+#[test]
+fn concurrent_first_opens_share_one_directory() {
+    for round in 0..20 {
+        let root = std::env::temp_dir().join(format!("binder-race-{}-{round}", std::process::id()));
+        let root_text = root.display().to_string();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let dirs: Vec<std::path::PathBuf> = (0..8)
+            .map(|_| {
+                let (start, root_text) = (start.clone(), root_text.clone());
+                std::thread::spawn(move || {
+                    let env = move |k: &str| (k == "BINDER_LEDGER_DIR").then(|| root_text.clone());
+                    start.wait();
+                    Ledger::open(&env).expect("ledger").dir().to_path_buf()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(
+            dirs.iter().all(|d| *d == dirs[0]),
+            "round {round}: {dirs:?}"
+        );
+    }
+}
