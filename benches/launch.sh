@@ -10,7 +10,8 @@
 # ledger's whole path for a new job (scan, write); the other tasks of a job only append to
 # its file (benches/concurrent.sh measures those). Cache and ledger live on tmpfs, as
 # their defaults do (/dev/shm, $XDG_RUNTIME_DIR).
-# Targets: warm <= 1.2x taskset (2-CPU VM; <= 1.5x on a 16-core node), cold <= 0.5x hwloc-bind.
+# Targets: warm (ledger on) <= 1.0x taskset (binder is linked static-pie: no dynamic loader),
+# cold <= 0.5x hwloc-bind.
 # With BURST=N, N short one-core jobs (each its own session, so its own job) run first:
 # what a launch costs right after a burst of short jobs left their files behind.
 # Usage: benches/launch.sh [GPU_SHAPE] [ROUNDS]   (needs numactl, hwloc; builds binder)
@@ -36,9 +37,11 @@ benches/interleave.py "$rounds" \
   "numactl -C 0 true" \
   "hwloc-bind core:0 -- true" \
   "target/release/binder shapes/cores-packed.yaml -- true" \
+  "env BINDER_LEDGER=off target/release/binder shapes/cores-packed.yaml -- true" \
   "target/release/binder-full shapes/cores-packed.yaml -- true" \
   "env BINDER_CACHE=off target/release/binder shapes/cores-packed.yaml -- true" \
   "env BINDER_CACHE=off true" \
+  "true" \
   "env BINDER_CACHE=off target/release/binder $gpu_shape -- true" >"$out"
 rm -rf "$cache" "$ledger"
 python3 - "$out" "$gpu_shape" <<'PY'
@@ -48,12 +51,14 @@ w = {k: v["wall"] for k, v in r.items()}
 taskset, numactl, hwloc = w["taskset -c 0 true"], w["numactl -C 0 true"], w["hwloc-bind core:0 -- true"]
 warm = w["target/release/binder shapes/cores-packed.yaml -- true"]
 full = w["target/release/binder-full shapes/cores-packed.yaml -- true"]
-# `env VAR=... cmd` costs one exec more: subtract it from the cold and GPU runs.
-env_cost = w["env BINDER_CACHE=off true"] - w["taskset -c 0 true"]
+# `env VAR=... cmd` costs env's own exec more: subtract it from the runs that use it.
+env_cost = w["env BINDER_CACHE=off true"] - w["true"]
 cold = w["env BINDER_CACHE=off target/release/binder shapes/cores-packed.yaml -- true"] - env_cost
 gpu = w[f"env BINDER_CACHE=off target/release/binder {sys.argv[2]} -- true"] - env_cost
 print("median wall (ms): " + ", ".join(f"{k} {v*1e3:.2f}" for k, v in w.items()))
-print(f"binder warm / taskset      = {warm/taskset:.2f} (target <= 1.2 on a 2-CPU VM)")
+off = w["env BINDER_LEDGER=off target/release/binder shapes/cores-packed.yaml -- true"] - env_cost
+print(f"binder warm / taskset      = {warm/taskset:.2f} (ledger on; target <= 1.0: binder is static-pie)")
+print(f"binder warm, ledger off    = {off/taskset:.2f}")
 print(f"binder warm / numactl -C   = {warm/numactl:.2f}")
 print(f"binder warm / hwloc-bind   = {warm/hwloc:.2f}")
 print(f"binder-full warm / taskset = {full/taskset:.2f} (one executable, libhwloc loaded)")
