@@ -4,7 +4,7 @@
 # Usage: benches/dry-run.sh [SHARED_DIR]   (needs hyperfine, hwloc; builds binder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-shared=${1:-../shared}
+shared=${1:-fixtures}
 xml=$shared/topologies/epyc9654-genoa-2s-192c-smt2.xml
 cargo build --release -q
 out=$(mktemp)

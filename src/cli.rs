@@ -237,8 +237,19 @@ pub fn one_line(error: &clap::Error) -> String {
             .chars()
             .nth("unexpected argument '-".len())
             .is_some_and(|c| c.is_ascii_digit());
+    // `binder shape.yaml ./app`: the command after the shape without `--`.
+    let command = first
+        .strip_prefix("unexpected argument '")
+        .and_then(|rest| rest.split_once('\''))
+        .map(|(arg, _)| arg)
+        .filter(|arg| !arg.starts_with('-'));
     if negative {
         format!("{first}; numbers must be whole and not negative (`--local-size 2`)")
+    } else if let Some(command) = command {
+        format!(
+            "{first}; put the command after `--`: `binder SHAPE -- {} …`",
+            binder_core::text::printable(command, 60)
+        )
     } else {
         format!("{first}; see `binder --help`")
     }

@@ -171,7 +171,25 @@ impl Config {
                 "--format pe needs a Grid Engine request".into(),
             ));
         }
-        let shape = cli.shape;
+        // A catalog name (`binder cores-packed -- ./app`) as the plugins take it.
+        let shape = cli
+            .shape
+            .map(|s| binder_core::launch::line::resolve_shape(&s));
+        if let Some(name) = shape.as_ref().and_then(|p| p.to_str()).filter(|n| {
+            !n.contains('/') && !n.ends_with(".yaml") && !n.ends_with(".yml") && !n.is_empty()
+        }) {
+            if !std::path::Path::new(name).exists() {
+                let dirs: Vec<String> = binder_core::launch::line::catalog_dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
+                return Err(Error::Usage(format!(
+                    "no shape file `{}` and no catalog shape of that name in {}; give a path, or a name from `ls shapes/`",
+                    binder_core::text::printable(name, 60),
+                    dirs.join(", ")
+                )));
+            }
+        }
         Ok(Config {
             action,
             shape,

@@ -47,6 +47,10 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "`1`: one line on stderr per launch saying cache hit, miss (and why), store or off, and when `binder` hands over to `binder-full`",
     },
     Entry {
+        names: &["BINDER_DYNAMIC_FRONT"],
+        what: "at build time (`cargo build`), `1`: link the `binder` executable dynamically instead of static-pie (a warm launch then starts slower)",
+    },
+    Entry {
         names: &["BINDER_SITE_FILE"],
         what: "the site file to read instead of `/etc/binder/site.yaml` (for modules and tests)",
     },

@@ -37,7 +37,7 @@ const CPU_XMLS: [&str; 9] = [
     "broadwell-2s-36c-ht-offline.xml",
 ];
 
-/// Every topology of `../shared/topologies` with GPUs (MANIFEST.tsv, column gpus).
+/// Every topology of `fixtures/topologies` with GPUs (MANIFEST.tsv, column gpus).
 const GPU_XMLS: [&str; 10] = [
     "aws-g4dn-metal-2s-48c-smt2-8t4.xml",
     "dgx2-16v100-restricted.xml",
@@ -66,7 +66,7 @@ fn catalog() {
         return;
     };
     let mut cache: HashMap<(String, bool), Topology> = HashMap::new();
-    let redact = |text: String| text.replace(&format!("{}/", shared.display()), "../shared/");
+    let redact = |text: String| text.replace(&format!("{}/", shared.display()), "fixtures/");
     insta::glob!("../../shapes", "*.yaml", |path| {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let origin = format!("shapes/{name}");
@@ -77,7 +77,7 @@ fn catalog() {
                 .iter()
                 .map(|x| {
                     (
-                        format!("--topology ../shared/topologies/{x}"),
+                        format!("--topology fixtures/topologies/{x}"),
                         xml(&shared, x),
                     )
                 })
@@ -87,7 +87,7 @@ fn catalog() {
                 .iter()
                 .map(|x| {
                     (
-                        format!("--topology ../shared/topologies/{x}"),
+                        format!("--topology fixtures/topologies/{x}"),
                         xml(&shared, x),
                     )
                 })
@@ -103,7 +103,7 @@ fn catalog() {
                 })
                 .chain(CPU_XMLS.iter().map(|x| {
                     (
-                        format!("--topology ../shared/topologies/{x}"),
+                        format!("--topology fixtures/topologies/{x}"),
                         xml(&shared, x),
                     )
                 }))

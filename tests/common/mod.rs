@@ -1,5 +1,5 @@
 //! Helpers shared by binder's test binaries: running the real executable, and finding
-//! the real machine topologies in `../shared/topologies`.
+//! the real machine topologies in `fixtures/topologies`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The one rule for a missing prerequisite (a tool, `../shared`): under `CI=true` it
+/// The one rule for a missing prerequisite (a tool): under `CI=true` it
 /// fails the test, because CI must never pass by skipping; elsewhere it fails too, saying
 /// what to install, unless `BINDER_ALLOW_SKIP=1`, which turns it into a visible
 /// `SKIPPED:` line (cargo hides the output of passing tests, so a quiet skip would be
@@ -32,14 +32,20 @@ pub fn prerequisite(available: bool, what: &str) -> bool {
     );
 }
 
-/// `../shared`, when present (see [`prerequisite`]).
+/// The repository's fixtures (`fixtures/`: real hwloc XMLs with their MANIFEST and
+/// licences, hwloc-calc's reference outputs, the Grid Engine cases, the oracle): part of
+/// the clone, so a test never depends on anything beside it. `Option` for the callers'
+/// sake; a clone without them is broken and says so.
 pub fn shared() -> Option<PathBuf> {
-    let dir = root().join("../shared");
-    prerequisite(dir.join("topologies").is_dir(), "../shared/topologies")
-        .then(|| dir.canonicalize().expect("shared dir"))
+    let dir = root().join("fixtures");
+    prerequisite(
+        dir.join("topologies").is_dir(),
+        "fixtures/topologies (part of the clone)",
+    )
+    .then(|| dir.canonicalize().expect("fixtures dir"))
 }
 
-/// A topology XML of `../shared/topologies` by file name.
+/// A topology XML of `fixtures/topologies` by file name.
 pub fn topology(shared: &Path, name: &str) -> PathBuf {
     let path = shared.join("topologies").join(name);
     assert!(path.is_file(), "missing topology {}", path.display());
@@ -84,18 +90,41 @@ pub fn isolated(cmd: &mut Command) -> &mut Command {
     // Tests run in parallel: each launch gets a node ledger of its own, so two tests'
     // tasks never see each other as jobs on the same node (the ledger's tests share one
     // on purpose).
+    // The node cache too: never the machine's default one.
+    cmd.env("BINDER_CACHE_DIR", scratch().join("cache"));
     cmd.env("BINDER_LEDGER_DIR", private_ledger())
 }
 
-/// A fresh, not yet created, node ledger directory for one test.
+/// This test binary's own scratch directory (its ledgers and caches), removed when the
+/// binary exits: a test run leaves nothing on the machine, and never touches the
+/// machine's default node cache or ledger in /dev/shm.
+pub fn scratch() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    extern "C" fn remove() {
+        if let Some(dir) = DIR.get() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("binder-tests-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&dir)
+            .expect("scratch dir");
+        // SAFETY: `remove` is a plain function that touches only `DIR`, safe to run at
+        // exit; registering it once (inside get_or_init) is all atexit needs.
+        unsafe { libc::atexit(remove) };
+        dir
+    })
+}
+
+/// A fresh, not yet created, node ledger directory for one test (in [`scratch`]).
 pub fn private_ledger() -> PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    std::env::temp_dir().join(format!(
-        "binder-test-ledger-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
+    scratch().join(format!("ledger-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// Variables that would change binder's idea of which task it is.
@@ -214,7 +243,7 @@ pub fn parse_hwloc_mask(mask: &str) -> Vec<usize> {
     cpus
 }
 
-/// Every topology XML of `../shared/topologies`, by file name, sorted.
+/// Every topology XML of `fixtures/topologies`, by file name, sorted.
 pub fn all_topologies(shared: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(shared.join("topologies"))
         .expect("topologies dir")

@@ -19,7 +19,7 @@ mod many;
 
 /// A scratch directory with a one-core shape and an all-cores shape.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("binder-e2e-{name}-{}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("e2e-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("one.yaml"), "resources:\n  - type: core\n").unwrap();
@@ -75,6 +75,7 @@ pub fn two_jobs_then_a_third(
     cmd.envs(env.iter().copied())
         .env("BIN", crate::common::binder_exe())
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
         .env("BINDER_SITE_FILE", "/nonexistent")
         .current_dir(common::root());
     let out = run(&mut cmd, SUCCESS);
@@ -141,6 +142,7 @@ fn two_hydra_jobs_then_a_third() {
 fn background(dir: &Path, shape: &str) -> std::process::Child {
     let mut child = binder()
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
         .args([dir.join(shape).to_str().unwrap(), "--", "sleep", "60"])
         .stdout(Stdio::null())
         .spawn()
@@ -161,6 +163,7 @@ fn node_json(dir: &Path) -> serde_json::Value {
     let out = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
             .args(["node", "--format", "json"]),
         SUCCESS,
     );
@@ -170,13 +173,16 @@ fn node_json(dir: &Path) -> serde_json::Value {
 /// The CPUs an all-cores job gets now.
 fn all_cores_get(dir: &Path) -> String {
     let out = run(
-        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
-            dir.join("all.yaml").to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            "grep Cpus_allowed_list /proc/self/status | cut -f2",
-        ]),
+        binder()
+            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .args([
+                dir.join("all.yaml").to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status | cut -f2",
+            ]),
         SUCCESS,
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -239,23 +245,19 @@ fn bind_none_runs_on_a_full_node() {
     let mut a = background(&dir, "one.yaml");
     let mut b = background(&dir, "one.yaml");
     let out = run(
-        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
-            "shapes/bind-none.yaml",
-            "--",
-            "sh",
-            "-c",
-            "echo ran",
-        ]),
+        binder()
+            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .args(["shapes/bind-none.yaml", "--", "sh", "-c", "echo ran"]),
         SUCCESS,
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
     // A job that binds is refused there, naming the two.
     let refused = run(
-        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
-            dir.join("one.yaml").to_str().unwrap(),
-            "--",
-            "true",
-        ]),
+        binder()
+            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
+            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .args([dir.join("one.yaml").to_str().unwrap(), "--", "true"]),
         REFUSED,
     );
     let err = String::from_utf8_lossy(&refused.stderr);

@@ -68,7 +68,9 @@ fn check(launcher: &mut Command) {
         }
     }
     // The job's ranks meet in a ledger of this check's own (tests run in parallel).
-    launcher.env("BINDER_LEDGER_DIR", common::private_ledger());
+    launcher
+        .env("BINDER_LEDGER_DIR", common::private_ledger())
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
     let out = run(launcher, SUCCESS);
     let text = String::from_utf8(out.stdout).unwrap();
     let want = promised(SHAPE, TASKS);
@@ -94,7 +96,9 @@ fn check(launcher: &mut Command) {
 
 fn mpirun() -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+    cmd.args(["--allow-run-as-root", "--oversubscribe"])
+        .env("BINDER_LEDGER_DIR", common::private_ledger())
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
     cmd
 }
 
@@ -147,7 +151,8 @@ fn per_rank_rules_under_mpirun() {
         .args(["--bind-to", "none", "-np", &tasks.to_string()])
         .current_dir(root())
         .args([bin, shape, "--", "sh", "-c", PROBE])
-        .env("BINDER_LEDGER_DIR", common::private_ledger());
+        .env("BINDER_LEDGER_DIR", common::private_ledger())
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
     for (key, _) in std::env::vars() {
         if common::is_launcher_var(&key) {
             launcher.env_remove(key);
@@ -203,7 +208,8 @@ fn mpmd_contexts_with_different_shapes_are_refused_with_the_remedy() {
             "shapes/cores-scatter.yaml",
         ])
         .args(["--", "sleep", "2"])
-        .env("BINDER_LEDGER_DIR", common::private_ledger());
+        .env("BINDER_LEDGER_DIR", common::private_ledger())
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
     for (key, _) in std::env::vars() {
         if common::is_launcher_var(&key) {
             cmd.env_remove(key);
@@ -382,7 +388,8 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
                 cmd.env_remove(key);
             }
         }
-        cmd.env("BINDER_LEDGER_DIR", common::private_ledger());
+        cmd.env("BINDER_LEDGER_DIR", common::private_ledger())
+            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
         let out = run(&mut cmd, SUCCESS);
         for line in String::from_utf8_lossy(&out.stderr).lines() {
             lines += 1;
@@ -391,7 +398,7 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
                 && (line.contains("] unit none: not bound")
                     || (line.contains("local rank ") && line.ends_with(')'))
                     || (line.contains(": joins the plan its first task recorded in ")
-                        && line.contains("binder-test-ledger-"))
+                        && line.contains("binder-tests-"))
                     || line.contains(": warning: ")
                     || (line.contains(": job's allocation here: ")
                         && line.ends_with("binder binds inside it")));

@@ -22,6 +22,7 @@ fn srun(slurm: &Slurm, ledger: &std::path::Path, args: &[&str]) -> Command {
         }
     }
     srun.env("BINDER_LEDGER_DIR", ledger)
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
         .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
         .args(args);
     srun

@@ -18,6 +18,7 @@ fn srun(conf: &str, ledger: &std::path::Path, args: &[&str]) -> Command {
         }
     }
     srun.env("BINDER_LEDGER_DIR", ledger)
+        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
         .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
         .args(args);
     srun
@@ -69,7 +70,7 @@ pub fn srun_binder(conf: &str) {
     eprintln!("srun --binder={shape}:\n{stdout}");
 
     // A bad shape: the step fails with binder's one line, and the command never runs.
-    let dir = std::env::temp_dir().join(format!("binder-spank-{}", std::process::id()));
+    let dir = crate::common::scratch().join("spank");
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "resources:\n  - type: corre\n").unwrap();

@@ -233,7 +233,7 @@ fn run_limited(args: &[String], env: &[(String, String)]) -> Outcome {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("binder-bad-{}-{name}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("bad-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

@@ -15,7 +15,7 @@ use crate::common::{
 };
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("binder-cache-it-{}-{name}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("cache-it-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -100,18 +100,19 @@ fn launch(dir: &Path, prefix: &[&str], args: &[&str]) -> (String, String) {
             "--",
             "sh",
             "-c",
-            "grep Cpus_allowed_list /proc/self/status; env | grep ^BINDER_ | grep -v ^BINDER_LEDGER_DIR= | sort",
+            "grep Cpus_allowed_list /proc/self/status; env | grep ^BINDER_ | grep -v -e ^BINDER_LEDGER_DIR= -e ^BINDER_CACHE_DIR= | sort",
         ])
-        .current_dir(root())
-        .env("BINDER_CACHE_DIR", dir)
-        .env("BINDER_CACHE_TRACE", "1");
-    // The same clean environment as every launch under test, its private ledger too.
+        .current_dir(root());
+    // The same clean environment as every launch under test, its private ledger too,
+    // but this test's own cache.
     for (k, v) in bin.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
         };
     }
+    cmd.env("BINDER_CACHE_DIR", dir)
+        .env("BINDER_CACHE_TRACE", "1");
     let out: Output = run(&mut cmd, 0);
     (
         String::from_utf8(out.stdout).unwrap(),
@@ -221,7 +222,7 @@ fn cpuset_mount() -> Option<(PathBuf, bool)> {
             }
         }
     }
-    let dir = std::env::temp_dir().join(format!("binder-cpuset-{}", std::process::id()));
+    let dir = crate::common::scratch().join("cpuset");
     std::fs::create_dir_all(&dir).ok()?;
     let ok = Command::new("mount")
         .args(["-t", "cgroup", "-o", "cpuset", "binder-test"])

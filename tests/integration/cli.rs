@@ -324,3 +324,4 @@ fn closed_stdout_is_not_an_error() {
 }
 
 mod docs;
+mod names;

@@ -10,7 +10,7 @@ use crate::common::{binder, root};
 /// launch, goes through `binder-full`, with the same result as running it directly.
 #[test]
 fn warm_launches_stay_in_binder_and_the_rest_is_handed_over() {
-    let dir = std::env::temp_dir().join(format!("binder-exe-{}", std::process::id()));
+    let dir = crate::common::scratch().join("exe");
     let _ = std::fs::remove_dir_all(&dir);
     let launch = || {
         let out = binder()
@@ -52,7 +52,7 @@ fn warm_launches_stay_in_binder_and_the_rest_is_handed_over() {
 /// rank with `membind: local` (which needs the topology) is handed over.
 #[test]
 fn rank_options_reach_the_warm_path_in_the_view() {
-    let dir = std::env::temp_dir().join(format!("binder-exe-opts-{}", std::process::id()));
+    let dir = crate::common::scratch().join("exe-opts");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let openmp = dir.join("openmp.yaml");

@@ -7,7 +7,7 @@ use binder::exit_code::{REFUSED, SUCCESS};
 
 use crate::common::{binder, run, shared, topology};
 
-/// Runs `binder explain ARGS` and returns stdout, then stderr, with `../shared` shortened.
+/// Runs `binder explain ARGS` and returns stdout, then stderr, with the fixtures' path shortened.
 fn explain(args: &[&str], code: i32) -> String {
     let Some(shared) = shared() else {
         return String::new();
@@ -26,7 +26,7 @@ fn explain(args: &[&str], code: i32) -> String {
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap()
     );
-    text.replace(&*shared.to_string_lossy(), "../shared")
+    text.replace(&*shared.to_string_lossy(), "fixtures")
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Grid Engine (SEMANTICS §12): the 254 cases of `../shared/cases/ocs-cases.yaml` (OCS 9.1,
+//! Grid Engine (SEMANTICS §12): the 254 cases of `fixtures/cases/ocs-cases.yaml` (OCS 9.1,
 //! SoGE 8.1.9, the SGE 6.2u5 spec) run through the real binary with `--ge-topology` and
 //! `--ge`; the few that test OCS internals (`op:`, sorting, pe tuples) run against the
 //! library's codec. Expectations are the file's, never binder's output; where binder
@@ -241,11 +241,7 @@ fn core_kinds_match_hwloc_calc() {
 fn tempdir() -> std::path::PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "binder-ge-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
+    let dir = crate::common::scratch().join(format!("ge-{}", N.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -15,7 +15,7 @@ const SHAPE: &str = "options:\n  bind: none\n  gpus-per-task: 1\nresources:\n  -
 
 /// A scratch directory with the shape, and a ledger and a cache of its own.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("binder-gpu-ledger-{name}-{}", std::process::id()));
+    let dir = crate::common::scratch().join(format!("gpu-ledger-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("gpu.yaml"), SHAPE).unwrap();

@@ -11,7 +11,7 @@ use binder_plan::topology::{self, Source};
 
 use crate::common::{binder, root, run, shared, topology as xml_path};
 
-/// Every GPU topology of `../shared/topologies` with the GPUs binder must find: PCI
+/// Every GPU topology of `fixtures/topologies` with the GPUs binder must find: PCI
 /// functions, except MI300A in CPX mode where each of the 4 APUs shows 6 partitions.
 const GPU_TOPOLOGIES: [(&str, usize); 10] = [
     ("aws-g4dn-metal-2s-48c-smt2-8t4.xml", 8),

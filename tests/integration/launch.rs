@@ -137,7 +137,7 @@ fn membind_local_binds_memory_to_the_tasks_numa_nodes() {
 #[test]
 fn bind_none_keeps_the_inherited_affinity() {
     let out = run(
-        Command::new("taskset")
+        crate::common::isolated(&mut Command::new("taskset"))
             .args(["-c", "0", crate::common::binder_exe(), "shapes/bind-none.yaml", "--"])
             .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status; echo unit=$BINDER_UNIT cpus=${BINDER_CPUS-unset}"])
             .current_dir(crate::common::root()),
@@ -160,7 +160,7 @@ fn stale_binder_variables_never_reach_the_task() {
                 "--",
                 "sh",
                 "-c",
-                "env | grep ^BINDER_ | grep -v -e ^BINDER_SITE_FILE= -e ^BINDER_LEDGER_DIR= | sort",
+                "env | grep ^BINDER_ | grep -v -e ^BINDER_SITE_FILE= -e ^BINDER_LEDGER_DIR= -e ^BINDER_CACHE_DIR= | sort",
             ])
             .env("BINDER_CPUS", "0-99")
             .env("BINDER_CPUSET", "0xffffffff")
@@ -186,7 +186,7 @@ fn verbose_under_bind_none_says_the_binding_is_kept() {
         return;
     }
     let out = run(
-        Command::new("taskset")
+        crate::common::isolated(&mut Command::new("taskset"))
             .args([
                 "-c",
                 "0",
@@ -216,7 +216,7 @@ fn without_a_launcher_the_inherited_affinity_is_the_allocation() {
         return;
     }
     let out = run(
-        Command::new("taskset")
+        crate::common::isolated(&mut Command::new("taskset"))
             .args([
                 "-c",
                 "1",
@@ -245,7 +245,7 @@ fn without_a_launcher_the_inherited_affinity_is_the_allocation() {
 /// Adding `--dry-run` to a launch line previews the plan and runs nothing.
 #[test]
 fn dry_run_with_a_command_previews_and_runs_nothing() {
-    let marker = std::env::temp_dir().join(format!("binder-dry-{}", std::process::id()));
+    let marker = crate::common::scratch().join("dry");
     let out = run(
         binder()
             .args(["--dry-run", "shapes/bind-none.yaml", "--", "touch"])
@@ -278,7 +278,7 @@ fn verbose_dry_run_names_the_identity() {
 #[test]
 fn report_and_verbose_lines() {
     let out = run(
-        Command::new("taskset")
+        crate::common::isolated(&mut Command::new("taskset"))
             .args([
                 "-c",
                 "0",

@@ -1,4 +1,4 @@
-//! binder against hwloc's own tools: `../shared/tools/oracle.py` computes each rank's
+//! binder against hwloc's own tools: `fixtures/tools/oracle.py` computes each rank's
 //! CPUs with `hwloc-calc` and compares them with `binder --dry-run --format json`, for
 //! every CPU shape of the catalog on real machine topologies at local sizes 1, 2, 3, 8.
 

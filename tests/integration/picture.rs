@@ -30,7 +30,7 @@ fn picture(xml: &str, shape: &str, size: &str, format: &str) -> String {
     let out = run(
         binder()
             .args(["-n", "--format", format, "--local-size", size, "--topology"])
-            .arg(format!("../shared/topologies/{xml}"))
+            .arg(format!("fixtures/topologies/{xml}"))
             .arg(shape),
         SUCCESS,
     );
@@ -55,7 +55,7 @@ fn svgs_render() {
     if shared().is_none() || !require_tool("rsvg-convert", "the SVG rendering test") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("binder-svg-{}", std::process::id()));
+    let dir = crate::common::scratch().join("svg");
     std::fs::create_dir_all(&dir).unwrap();
     for (xml, shape, size) in CASES {
         let svg = picture(xml, shape, size, "svg");

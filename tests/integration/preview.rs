@@ -17,7 +17,12 @@ fn binders(name: &str) -> bool {
 }
 
 /// Variables this test sets for binder itself, which the child inherits untouched.
-const HARNESS: [&str; 3] = ["BINDER_SITE_FILE", "BINDER_LEDGER_DIR", "BINDER_CACHE"];
+const HARNESS: [&str; 4] = [
+    "BINDER_SITE_FILE",
+    "BINDER_LEDGER_DIR",
+    "BINDER_CACHE",
+    "BINDER_CACHE_DIR",
+];
 
 /// The dry-run's `env` of `rank` and the child's own, for `shape` of `size` tasks, both
 /// under `user` (inherited variables) and `host` (variables for the launch only: a GPU

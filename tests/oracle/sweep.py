@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cross-checks binder against ../shared/tools/oracle.py (hwloc-calc) over many cases.
+"""Cross-checks binder against fixtures/tools/oracle.py (hwloc-calc) over many cases.
 
 The oracle is used unchanged: its own `check()` runs binder and compares. The only
 addition is that its hwloc-calc answers are cached per topology across shapes and local

@@ -56,7 +56,7 @@ fn the_pid_is_the_tasks_and_signals_reach_it() {
 
 #[test]
 fn bad_input_never_runs_the_command() {
-    let dir = std::env::temp_dir().join(format!("binder-never-{}", std::process::id()));
+    let dir = crate::common::scratch().join("never");
     std::fs::create_dir_all(&dir).unwrap();
     let marker = dir.join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
@@ -131,7 +131,7 @@ fn the_task_starts_with_default_signal_dispositions() {
     // The same probe under taskset, which changes no signal state, is the reference:
     // whatever the harness ignores is inherited alike, and SIGPIPE must not differ.
     let reference = run(
-        Command::new("taskset").args([
+        crate::common::isolated(&mut Command::new("taskset")).args([
             "-c",
             "0",
             "sh",

@@ -175,6 +175,42 @@ pub const SITE_FILE: &str = "/etc/binder/site.yaml";
 /// The largest site file read.
 const MAX_SITE_BYTES: usize = 64 * 1024;
 
+/// The installed catalog the plugins default to (`catalog=` and `conf.catalog` change it).
+pub const CATALOG: &str = "/usr/share/binder/shapes";
+
+/// Where a catalog name on the command line is looked for, in order: the repository's
+/// `shapes/` when binder runs from a clone, the catalog installed beside the executable
+/// (`BIN/../share/binder/shapes`, so `/usr/local/bin/binder` finds
+/// `/usr/local/share/binder/shapes`), and [`CATALOG`].
+pub fn catalog_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::path::PathBuf::from("shapes")];
+    if let Some(prefix) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(std::path::Path::to_path_buf))
+    {
+        dirs.push(prefix.join("share/binder/shapes"));
+    }
+    dirs.push(std::path::PathBuf::from(CATALOG));
+    dirs
+}
+
+/// A shape named on the command line (`binder cores-packed -- ./app`, as the plugins
+/// take it): the file itself when it exists or reads as a path (a `/`, or `.yaml`/`.yml`),
+/// else `NAME.yaml` of the first of [`catalog_dirs`] that has it, else the name as given
+/// (reading it then says no such file).
+pub fn resolve_shape(arg: &std::path::Path) -> std::path::PathBuf {
+    let name = arg.to_string_lossy();
+    let is_path = name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml");
+    if is_path || name.is_empty() || arg.exists() {
+        return arg.to_path_buf();
+    }
+    catalog_dirs()
+        .into_iter()
+        .map(|dir| dir.join(format!("{name}.yaml")))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| arg.to_path_buf())
+}
+
 /// The shape's file, for the plugins (`--binder=`, `-o binder=`): `name` as given when it names a file (has a `/` or ends in `.yaml`),
 /// relative to the job's working directory (`cwd`); else `catalog/name.yaml`.
 pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &std::path::Path) -> std::path::PathBuf {

@@ -100,7 +100,8 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
         Err(e) => return e.into(),
     };
     // binder-full says what is wrong with the shape or the site file.
-    let Ok(shape) = crate::input::read_bounded(&line.shape, crate::input::MAX_SHAPE_BYTES) else {
+    let path = super::line::resolve_shape(&line.shape);
+    let Ok(shape) = crate::input::read_bounded(&path, crate::input::MAX_SHAPE_BYTES) else {
         return Error::HandOver;
     };
     let (Ok(shape), Ok(site)) = (String::from_utf8(shape), site_text(&get)) else {
@@ -109,7 +110,7 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
     let site = site.as_ref().map(|(_, text)| text.as_str());
     let envelope = Envelope::here(&identity, &get);
     let text = job_text(&shape, &Requests::default(), site, &get) + &envelope.key();
-    let origin = line.shape.display().to_string();
+    let origin = path.display().to_string();
     let job = Job {
         origin: &origin,
         text: &text,
