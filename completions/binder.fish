@@ -33,7 +33,7 @@ complete -c binder -n "__fish_binder_needs_command" -l pack -d 'Where to go on a
 fill\t'Partly used containers first (OCS -bsort s)'
 exclusive\t'Whole free containers only, kept from other jobs (OCS -bstart S -bstop S)'"
 complete -c binder -n "__fish_binder_needs_command" -l gpu-ids -d 'How GPU variables name the task\'s GPUs; overrides `options.gpu-ids`' -r -f -a "index\t'Each runtime\'s own index (CUDA, Level Zero: PCI order; ROCm: its own)'
-uuid\t'GPU-<uuid> from hwloc\'s NVIDIAUUID/AMDUUID, where the topology has it'"
+uuid\t'GPU-UUID strings (from hwloc\'s NVIDIAUUID/AMDUUID), where the topology has them'"
 complete -c binder -n "__fish_binder_needs_command" -l ge-topology -d 'Use a Grid Engine topology string as the machine, e.g. NSXCCccSXCCCC; lowercase units are taken by other jobs (dry-run only)' -r
 complete -c binder -n "__fish_binder_needs_command" -l topology -d 'Read the topology from an hwloc XML export instead of this host (dry-run only)' -r -F
 complete -c binder -n "__fish_binder_needs_command" -l synthetic -d 'Use an hwloc synthetic topology, e.g. "pack:2 numa:2 core:8 pu:2" (dry-run only)' -r

@@ -1,5 +1,5 @@
 //! The command line, as clap derive structs. No I/O and no logic: `lib.rs` turns a
-//! [`Cli`] into a [`crate::Config`] once, and no clap type goes further.
+//! `Cli` into a `crate::Config` once, and no clap type goes further.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -361,7 +361,7 @@ pub enum NodeFormatArg {
 pub enum GpuIdsArg {
     /// Each runtime's own index (CUDA, Level Zero: PCI order; ROCm: its own).
     Index,
-    /// GPU-<uuid> from hwloc's NVIDIAUUID/AMDUUID, where the topology has it.
+    /// GPU-UUID strings (from hwloc's NVIDIAUUID/AMDUUID), where the topology has them.
     Uuid,
 }
 

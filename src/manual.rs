@@ -71,22 +71,7 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "with `mask_cpu` or `map_cpu`, the union of the step's task masks is the job's allocation on the node (SEMANTICS §4.1); the SPANK plugin reads the type srun handed over to tell a typed `--cpu-bind` from Slurm's implicit one",
     },
     Entry {
-        names: &[
-            "OMPI_COMM_WORLD_LOCAL_RANK",
-            "OMPI_COMM_WORLD_LOCAL_SIZE",
-            "MPI_LOCALRANKID",
-            "MPI_LOCALNRANKS",
-            "FLUX_TASK_LOCAL_ID",
-            "FLUX_JOB_SIZE",
-            "FLUX_JOB_NNODES",
-            "SLURM_LOCALID",
-            "SLURM_NODEID",
-            "SLURM_STEP_TASKS_PER_NODE",
-            "PALS_LOCAL_RANKID",
-            "PALS_LOCAL_SIZE",
-            "JSM_NAMESPACE_LOCAL_RANK",
-            "JSM_NAMESPACE_LOCAL_SIZE",
-        ],
+        names: &binder_core::identity::LOCAL_VARS,
         what: "the task's local rank and the node's task count, innermost launcher first (MPI launchers, then Flux, then Slurm); `--local-rank` and `--local-size` win",
     },
     Entry {
@@ -364,7 +349,7 @@ fn own_sections(cmd: &clap::Command) -> Result<String, std::io::Error> {
 }
 
 /// The man page (`docs/man/binder.1`): clap's title, name, synopsis, description and
-/// options, then [`own_sections`], then the version.
+/// options, then `own_sections`, then the version.
 pub fn man(cmd: clap::Command) -> Result<Vec<u8>, std::io::Error> {
     let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();

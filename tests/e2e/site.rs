@@ -12,20 +12,9 @@ use std::process::{Command, Output, Stdio};
 use super::{promised, Slurm, PROBE};
 use crate::common::{self, root};
 
-/// `srun ARGS` from the repository root, with this Slurm and a private ledger.
+/// `srun ARGS` with this Slurm and a private ledger (`spank::srun`).
 fn srun(slurm: &Slurm, ledger: &std::path::Path, args: &[&str]) -> Command {
-    let mut srun = Command::new("srun");
-    srun.current_dir(root()).env("SLURM_CONF", &slurm.conf);
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            srun.env_remove(key);
-        }
-    }
-    srun.env("BINDER_LEDGER_DIR", ledger)
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
-        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
-        .args(args);
-    srun
+    super::spank::srun(&slurm.conf, ledger, args)
 }
 
 /// `rank|affinity|BINDER_CPUS|BINDER_LOCAL_SIZE` by rank; the step must have succeeded.

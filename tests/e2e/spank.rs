@@ -8,8 +8,9 @@ use std::process::{Command, Output};
 use super::{promised, PROBE};
 use crate::common::{self, root};
 
-/// `srun ARGS` from the repository root with the test's Slurm and a ledger of `ledger`.
-fn srun(conf: &str, ledger: &std::path::Path, args: &[&str]) -> Command {
+/// `srun ARGS` from the repository root with the test's Slurm and a ledger of `ledger`
+/// (the site configurations' tests use it too).
+pub(super) fn srun(conf: &str, ledger: &std::path::Path, args: &[&str]) -> Command {
     let mut srun = Command::new("srun");
     srun.current_dir(root()).env("SLURM_CONF", conf);
     for (key, _) in std::env::vars() {

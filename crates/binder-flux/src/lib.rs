@@ -36,8 +36,9 @@ pub mod shell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Mutex;
 
+use binder_plan::around::Refusal;
 use ffi::{Plugin, PluginArg, Shell as ShellPtr};
-use shell::{Node, Refusal, Request, Shell, Site};
+use shell::{Node, Request, Shell, Site};
 
 /// What `shell.init` left for the tasks: the plan, or the refusal every task reports.
 static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);

@@ -23,34 +23,13 @@ use binder_core::launch::flow::{self, Front};
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
 use binder_core::launch::line::{job_text, shape_path, site_text, Requests};
 use binder_core::launch::{LaunchError, Options};
-use binder_core::ledger::{LedgerError, Scan};
+use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
-use binder_plan::around::HostPlanner;
+use binder_plan::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{self, GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
 use binder_plan::PlanError;
-
-/// Why a task is not run (the one `binder:` line).
-#[derive(Debug)]
-pub struct Refusal(pub String);
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-macro_rules! refusal_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Refusal {
-            fn from(e: $t) -> Refusal {
-                Refusal(e.to_string())
-            }
-        }
-    )*};
-}
-refusal_from!(PlanError, LedgerError, LaunchError, shape::ShapeError);
 
 /// The catalog a name without `/` or `.yaml` is looked up in, unless the plugin's
 /// configuration names another.

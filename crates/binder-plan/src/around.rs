@@ -20,6 +20,34 @@ use binder_core::ledger::{LedgerError, LiveJob, Scan};
 use binder_core::text::printable;
 use binder_core::view::TaskView;
 
+/// Why a plugin's task is not run: the one `binder:` line, whatever stage refused it. The
+/// SPANK and Flux plugins write it on the task's stderr and end the task with 125; this
+/// is the error type of their fronts on the launch flow.
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! refusal_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Refusal {
+            fn from(e: $t) -> Refusal {
+                Refusal(e.to_string())
+            }
+        }
+    )*};
+}
+refusal_from!(
+    PlanError,
+    LedgerError,
+    LaunchError,
+    crate::shape::ShapeError
+);
+
 /// Loads this host's topology for a launch (the caller's: it may trim hwloc's plugins
 /// and must refuse a topology that is not this system's, `HWLOC_XMLFILE` and the like).
 pub type Loader<'a, E> = Box<dyn FnMut(&Shape) -> Result<Topology, E> + 'a>;

@@ -15,9 +15,9 @@ use binder_core::launch::flow::Front;
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
 use binder_core::launch::line::{job_text, site_text, Requests};
 use binder_core::launch::{LaunchError, Options};
-use binder_core::ledger::{LedgerError, Scan};
+use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
-use binder_plan::around::HostPlanner;
+use binder_plan::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{self, GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
@@ -129,32 +129,6 @@ impl Env for SpankEnv<'_> {
         Err("not a Flux job".into())
     }
 }
-
-/// Why a task is not run.
-#[derive(Debug)]
-pub struct Refusal(pub String);
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-macro_rules! refusal_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Refusal {
-            fn from(e: $t) -> Refusal {
-                Refusal(e.to_string())
-            }
-        }
-    )*};
-}
-refusal_from!(
-    PlanError,
-    LedgerError,
-    LaunchError,
-    binder_plan::shape::ShapeError
-);
 
 /// A refusal when the user asked Slurm to bind the task too (`srun --cpu-bind=…` other
 /// than `none`, as srun handed it over: `typed`): two bindings of one task, one of which

@@ -38,7 +38,7 @@ pub struct Key {
     /// cgroup lines find the same cgroup directories.
     pub mounts: String,
     /// The directories of those cgroups, found through the mount table when the entry
-    /// was stored (`None` in a lookup's key: the entry's are taken, see [`Cache::lookup`]);
+    /// was stored (`None` in a lookup's key: the entry's are taken, see `Cache::lookup`);
     /// not part of the file's name.
     pub cpuset_dirs: Option<Vec<CgroupDir>>,
     /// The effective CPUs and memory nodes of those directories, `FILE=CONTENTS`.

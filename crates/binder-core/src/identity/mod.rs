@@ -218,6 +218,29 @@ fn global_rank_var(launcher: Launcher) -> &'static str {
     }
 }
 
+/// Every variable binder reads a task's local rank or the node's task count from, in the
+/// order they are asked: `PLAIN`'s pairs, then Flux's and Slurm's. The manual's
+/// ENVIRONMENT table (and so the man page and the README) is this list, so a launcher
+/// added here is documented; a test holds `PLAIN` to it.
+pub const LOCAL_VARS: [&str; 16] = [
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+    "MV2_COMM_WORLD_LOCAL_SIZE",
+    "PALS_LOCAL_RANKID",
+    "PALS_LOCAL_SIZE",
+    "JSM_NAMESPACE_LOCAL_RANK",
+    "JSM_NAMESPACE_LOCAL_SIZE",
+    "FLUX_TASK_LOCAL_ID",
+    "FLUX_JOB_SIZE",
+    "FLUX_JOB_NNODES",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_STEP_TASKS_PER_NODE",
+];
+
 /// Variables of the launchers that export both numbers, innermost first.
 const PLAIN: [(Launcher, &str, &str); 5] = [
     (

@@ -277,3 +277,22 @@ fn flux_shells_on_one_host_are_two_jobs() {
     assert_eq!(job("/tmp/jobtmp-1-other"), "flux:f2Ab");
     assert_eq!(job("/tmp/mine"), "flux:f2Ab");
 }
+
+/// The documented list is what identity reads: every launcher's pair, in asking order.
+#[test]
+fn local_vars_are_the_launchers_variables() {
+    let pairs: Vec<&str> = PLAIN.iter().flat_map(|&(_, r, s)| [r, s]).collect();
+    assert_eq!(&LOCAL_VARS[..pairs.len()], &pairs[..]);
+    // Flux and Slurm: every name `flux::local_size`/`slurm::local_size` and `from_launcher`
+    // read is in the rest (their sources name them; checked by the manual's test too).
+    for name in [
+        "FLUX_TASK_LOCAL_ID",
+        "FLUX_JOB_SIZE",
+        "FLUX_JOB_NNODES",
+        "SLURM_LOCALID",
+        "SLURM_NODEID",
+        "SLURM_STEP_TASKS_PER_NODE",
+    ] {
+        assert!(LOCAL_VARS[pairs.len()..].contains(&name), "{name}");
+    }
+}

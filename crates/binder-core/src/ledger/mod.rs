@@ -260,7 +260,7 @@ impl Scan {
     }
 
     /// The CPUs held (OS numbers, ascending, deduplicated), before an exclusive job's
-    /// widening to whole containers (which needs the topology: [`node::held_pus`]).
+    /// widening to whole containers (which needs the topology: `node::held_pus`).
     pub fn cpus(&self) -> Vec<usize> {
         union(
             self.holders

@@ -13,7 +13,7 @@
 //! whatever else carries the prefix is skipped.
 //!
 //! Other users' directories are read by [`super::others`], within hard caps; files
-//! are read and written through [`super::fsio`].
+//! are read and written through `super::fsio`.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //!
 //! Without slots, the pool is the list of unit objects (cores or PUs) that hold the
 //! selected CPUs, in logical order; it is reversed and reordered as asked, then dealt to
-//! the `n` local tasks in equal shares ([`pool`]). With slots, each task gets one whole
-//! slot ([`slots`]). Then each task's cpuset is widened to `bind: numa|…` objects, and its
-//! GPUs and NICs are chosen to match its CPUs ([`devices`]). Every task of a node computes
+//! the `n` local tasks in equal shares (`pool`). With slots, each task gets one whole
+//! slot (`slots`). Then each task's cpuset is widened to `bind: numa|…` objects, and its
+//! GPUs and NICs are chosen to match its CPUs (`devices`). Every task of a node computes
 //! this same plan independently, so nothing here may depend on anything but the topology
 //! and the request.
 //! With `gpu-local`/`gpu-remote`, tasks are first grouped by the CPUs their GPUs ask for

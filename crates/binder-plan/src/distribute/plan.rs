@@ -126,7 +126,7 @@ impl Spans {
     /// The levels spans are counted for, in report order.
     pub(crate) const LEVELS: [ObjType; 3] = [ObjType::Package, ObjType::Numa, ObjType::L3];
 
-    /// The count for one of [`Spans::LEVELS`] (0 for any other type).
+    /// The count for one of `Spans::LEVELS` (0 for any other type).
     pub fn of(&self, level: ObjType) -> usize {
         match level {
             ObjType::Package => self.package,

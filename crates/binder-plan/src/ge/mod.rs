@@ -2,7 +2,7 @@
 //! requests and SGE 6.2u5 `-binding` strategies, and reserved units.
 //!
 //! * [`codec`]: topology strings in and out ([`Tree`]).
-//! * [`hwloc`]: a [`Tree`] from an hwloc topology, an hwloc XML from a [`Tree`].
+//! * `hwloc`: a `Tree` from an hwloc topology, an hwloc XML from a `Tree`.
 //! * [`request`]: the switches, parsed ([`Request`]).
 //! * [`walk`]: where a request lands ([`walk::place`]).
 //! * [`reserve`]: units no task may get (`options.reserve`, the site default).

@@ -2,8 +2,8 @@
 //! to a [`Plan`] or a [`PlanError`]. Pure: values in, a plan out; no environment, no
 //! output.
 //!
-//! A shape with per-rank rules (`ranks:`) is planned rule by rule ([`ranks`]), each rule's
-//! ranks as a job of their own ([`one`]); [`preview`] adds what reports show besides.
+//! A shape with per-rank rules (`ranks:`) is planned rule by rule (`ranks`), each rule's
+//! ranks as a job of their own (`one`); `preview` adds what reports show besides.
 
 mod one;
 mod preview;
