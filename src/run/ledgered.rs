@@ -11,8 +11,7 @@ use crate::config::Config;
 use crate::error::Error;
 use binder_core::identity::{Env, Identity};
 use binder_core::launch::flow::{self, Front};
-use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
-use binder_core::ledger::Scan;
+use binder_core::launch::ledgered::Job;
 use binder_core::view::TaskView;
 use binder_plan::around::HostPlanner;
 use binder_plan::gpu::Grant;
@@ -43,29 +42,13 @@ struct Cli<'a> {
     scrub: Vec<&'static str>,
 }
 
-impl Planner for Cli<'_> {
-    type Error = Error;
+impl<'a> Front for Cli<'a> {
+    type Planner = HostPlanner<'a, Error>;
 
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
-        self.planner.plain(job, err)
+    fn planner(&mut self) -> &mut Self::Planner {
+        &mut self.planner
     }
 
-    fn around(
-        &mut self,
-        job: &Job<'_>,
-        scan: &Scan,
-        avoid: &Avoid,
-        err: &mut impl Write,
-    ) -> Result<Planned, Error> {
-        self.planner.around(job, scan, avoid, err)
-    }
-
-    fn shares(&self) -> bool {
-        self.planner.shares()
-    }
-}
-
-impl Front for Cli<'_> {
     fn bind(
         &mut self,
         view: &TaskView,

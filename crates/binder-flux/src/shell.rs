@@ -441,7 +441,14 @@ impl Planner for Task<'_> {
     }
 }
 
-impl Front for Task<'_> {
+impl<'a> Front for Task<'a> {
+    /// The shell's own plan, with a real re-plan around other jobs: this type itself.
+    type Planner = Self;
+
+    fn planner(&mut self) -> &mut Self {
+        self
+    }
+
     fn bind(
         &mut self,
         view: &TaskView,

@@ -12,10 +12,9 @@ pub use binder_core::launch::line::shape_path;
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::flow::Front;
-use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
+use binder_core::launch::ledgered::Job;
 use binder_core::launch::line::{job_text, site_text, Requests};
 use binder_core::launch::{LaunchError, Options};
-use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
 use binder_plan::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
@@ -220,29 +219,13 @@ struct Spank<'a> {
     get: &'a dyn Fn(&str) -> Option<String>,
 }
 
-impl Planner for Spank<'_> {
-    type Error = Refusal;
+impl<'a> Front for Spank<'a> {
+    type Planner = HostPlanner<'a, Refusal>;
 
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Refusal> {
-        self.planner.plain(job, err)
+    fn planner(&mut self) -> &mut Self::Planner {
+        &mut self.planner
     }
 
-    fn around(
-        &mut self,
-        job: &Job<'_>,
-        scan: &Scan,
-        avoid: &Avoid,
-        err: &mut impl Write,
-    ) -> Result<Planned, Refusal> {
-        self.planner.around(job, scan, avoid, err)
-    }
-
-    fn shares(&self) -> bool {
-        self.planner.shares()
-    }
-}
-
-impl Front for Spank<'_> {
     fn bind(
         &mut self,
         view: &TaskView,

@@ -43,8 +43,18 @@ impl LedgerState {
     }
 }
 
-/// A front: a planner that also binds its own task.
-pub trait Front: Planner {
+/// A front's error: its planner's.
+pub type FrontError<F> = <<F as Front>::Planner as Planner>::Error;
+
+/// A front: how it plans (its [`Planner`], often `binder_plan::around::HostPlanner`
+/// itself) and how it binds its own task.
+pub trait Front {
+    /// The planner the flow asks for a plan.
+    type Planner: Planner;
+
+    /// That planner.
+    fn planner(&mut self) -> &mut Self::Planner;
+
     /// Binds this process to `view` (the flow already bound its CPUs when `started_on`
     /// is given: the affinity it had before) and returns the task's variables.
     fn bind(
@@ -52,7 +62,7 @@ pub trait Front: Planner {
         view: &TaskView,
         started_on: Option<&[usize]>,
         err: &mut impl Write,
-    ) -> Result<Vec<(String, String)>, Self::Error>;
+    ) -> Result<Vec<(String, String)>, FrontError<Self>>;
 
     /// The ledger cannot coordinate this launch (`why`): refused under
     /// `BINDER_LEDGER=require`, else one warning from local rank 0 and the launch goes on
@@ -63,7 +73,7 @@ pub trait Front: Planner {
         why: String,
         env: &dyn Fn(&str) -> Option<String>,
         err: &mut impl Write,
-    ) -> Result<(), Self::Error> {
+    ) -> Result<(), FrontError<Self>> {
         if store::required(env) {
             return Err(LedgerError::Required(why).into());
         }
@@ -88,10 +98,11 @@ pub fn launch<F: Front>(
     env: &dyn Env,
     front: &mut F,
     err: &mut impl Write,
-) -> Result<Vec<(String, String)>, F::Error> {
+) -> Result<Vec<(String, String)>, FrontError<F>> {
     let get = |k: &str| env.var(k);
     match LedgerState::open(&get) {
-        LedgerState::Open(ledger) => match ledgered::claim(&ledger, job, env, front, err) {
+        LedgerState::Open(ledger) => match ledgered::claim(&ledger, job, env, front.planner(), err)
+        {
             Ok(claimed) => {
                 return match front.bind(&claimed.view, claimed.started_on(), err) {
                     Ok(mut vars) => {
@@ -110,11 +121,11 @@ pub fn launch<F: Front>(
         LedgerState::Unusable(why) => front.uncoordinated(job, why, &get, err)?,
         LedgerState::Off => {}
     }
-    let (views, _) = front.plain(job, err)?;
+    let (views, _) = front.planner().plain(job, err)?;
     let rank = job.identity.rank;
     let view = views
         .into_iter()
         .nth(rank)
-        .ok_or_else(|| F::Error::from(LedgerError::NoRank(rank)))?;
+        .ok_or_else(|| FrontError::<F>::from(LedgerError::NoRank(rank)))?;
     front.bind(&view, None, err)
 }

@@ -54,7 +54,13 @@ impl Planner for Warm<'_> {
     }
 }
 
-impl Front for Warm<'_> {
+impl<'e> Front for Warm<'e> {
+    type Planner = Self;
+
+    fn planner(&mut self) -> &mut Self {
+        self
+    }
+
     /// The kernel binds; `membind` needs hwloc, so it hands over (the flow takes the
     /// claim and the binding back first).
     fn bind(
