@@ -163,6 +163,10 @@ pub const FILES: &[Entry] = &[
         what: "the node ledger: each user's claims, one file per job (`BINDER_LEDGER_DIR` moves the root); `binder node` reads them",
     },
     Entry {
+        names: &["~/.cache/binder/ledger-key"],
+        what: "128 random bits, yours alone (mode 0600), made only when another user took your ledger directory's name: your directory's name then derives from it and the boot id, so nobody can take it first",
+    },
+    Entry {
         names: &["$XDG_RUNTIME_DIR/binder/", "/dev/shm/binder-UID/", "/tmp/binder-UID/"],
         what: "the node cache, the first that is usable (`BINDER_CACHE_DIR` overrides); yours alone, mode 0700",
     },

@@ -25,12 +25,16 @@ fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(),
         Ok(l) => {
             let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
             let own = l.list_own(&procs);
-            let mut scan = ledger::Scan::default();
+            let mut scan = ledger::Scan::new(l.uid());
             l.scan_own(&own, None, &procs, now, hz, &mut scan);
             l.scan_others(&procs, &mut scan);
             (l.root().display().to_string(), scan)
         }
-        Err(why) => (format!("not used ({why})"), ledger::Scan::default()),
+        // Without the ledger, the kernel still shows where other users' tasks run.
+        Err(why) => (
+            format!("not used ({})", binder_core::text::printable(&why, 200)),
+            ledger::others::kernel_scan(&procs, binder_core::procfs::euid()),
+        ),
     };
     let node = binder_plan::node::build(
         &topology,
@@ -69,7 +73,11 @@ pub(crate) fn launch_options<'a>(
 /// The shape file's bytes and where they came from (`--ge` alone: no file).
 fn shape_text(config: &Config) -> Result<(String, String), Error> {
     match &config.shape {
-        Some(path) => Ok((path.display().to_string(), shape::read_text(path)?)),
+        // Shown escaped: a path may hold control bytes that must not reach a terminal.
+        Some(path) => Ok((
+            binder_core::text::printable(&path.display().to_string(), 200),
+            shape::read_text(path)?,
+        )),
         None => Ok(("--ge".to_owned(), String::new())),
     }
 }

@@ -168,10 +168,13 @@ fn a_forged_claim_holds_only_where_its_process_really_runs() {
 
 #[test]
 fn names_taken_first_by_another_user_stop_nobody() {
-    if let Some((out, err)) = scenario("squat", &[]) {
-        honest("squat", &out, &err);
-        assert!(!out.contains("mallory locked"), "{out}");
-        assert!(!out.contains("mallory wrote"), "{out}");
+    // With a home (the secret name) and without one (the bounded search).
+    for env in [&[][..], &[("NOHOME", "1")][..]] {
+        if let Some((out, err)) = scenario("squat", env) {
+            honest("squat", &out, &err);
+            assert!(!out.contains("mallory locked"), "{out}");
+            assert!(!out.contains("mallory wrote"), "{out}");
+        }
     }
 }
 
@@ -279,5 +282,104 @@ fn short_jobs_with_late_ranks_never_collide() {
             tasks.len(),
             jobs.len()
         );
+    }
+}
+
+/// The second pass (SEMANTICS §13.2): across users the kernel decides. Each attack
+/// below once put alice on bob's live CPU, refused her, or cost seconds; now alice and
+/// bob stay disjoint, run, and their launches take about a second at most.
+fn fast_and_disjoint(name: &str, env: &[(&str, &str)], limit_ms: u64) -> Option<(String, String)> {
+    let (out, err) = scenario(name, env)?;
+    honest(name, &out, &err);
+    for (user, _, ms, _) in runs(&out) {
+        assert!(
+            ms < limit_ms,
+            "{name}: {user}'s launch took {ms} ms (at most {limit_ms}):\n{err}"
+        );
+    }
+    Some((out, err))
+}
+
+#[test]
+fn a_threaded_process_and_twenty_thousand_claims_do_not_hide_bob() {
+    fast_and_disjoint("threads", &[], 1500);
+}
+
+#[test]
+fn a_flood_of_names_in_the_ledger_root_does_not_hide_bob() {
+    // 300,000 names here (about 1.1 M in the measurement: `FLOOD=1100000`).
+    let flood = std::env::var("BINDER_HOSTILE_FLOOD").unwrap_or_else(|_| "300000".into());
+    if let Some((_, err)) = fast_and_disjoint("root-flood", &[("FLOOD", &flood)], 1500) {
+        // Said once per launch, not twice.
+        for run in err.split("run ") {
+            assert!(run.matches("read in part").count() <= 1, "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_process_that_follows_alices_claims_never_sends_her_to_bob() {
+    // alice's eight jobs run one after another (each may reuse the last one's CPU); every
+    // one runs, fast, and none on bob's CPU.
+    if let Some((out, err)) = scenario("chaser", &[]) {
+        clean("chaser", &out);
+        clean("chaser", &err);
+        let runs = runs(&out);
+        let bob = &runs.iter().find(|r| r.0 == "bob").expect("bob ran").3;
+        let alice: Vec<_> = runs.iter().filter(|r| r.0 == "alice").collect();
+        assert_eq!(alice.len(), 8, "{out}");
+        for (_, rc, ms, cpus) in alice {
+            assert_eq!(*rc, 0, "{out}\n{err}");
+            assert!(*ms < 2000, "{out}");
+            assert!(!cpus.is_empty() && cpus.is_disjoint(bob), "{out}");
+        }
+    }
+}
+
+#[test]
+fn a_full_ledger_root_falls_back_to_the_kernels_view() {
+    if let Some((_, err)) = fast_and_disjoint("full-shm", &[], 1500) {
+        assert!(err.contains("node ledger not used"), "{err}");
+    }
+}
+
+#[test]
+fn a_read_only_ledger_root_falls_back_at_once() {
+    if let Some((_, err)) = fast_and_disjoint("readonly-shm", &[], 1000) {
+        assert!(err.contains("node ledger not used"), "{err}");
+        assert!(!err.contains("more than 30 s"), "{err}");
+    }
+}
+
+#[test]
+fn a_stopped_launch_holding_alices_lock_costs_no_wait() {
+    if let Some((_, err)) = fast_and_disjoint("stuck-lock", &[], 1500) {
+        assert!(err.contains("which is stopped"), "{err}");
+    }
+}
+
+#[test]
+fn a_ledger_dir_made_by_another_user_falls_back_to_the_kernels_view() {
+    if let Some((_, err)) = fast_and_disjoint("ledger-dir", &[], 1000) {
+        assert!(err.contains("neither root nor you"), "{err}");
+    }
+}
+
+#[test]
+fn hidden_proc_is_said_and_steered_around() {
+    if let Some((_, err)) = fast_and_disjoint("hidepid", &[], 1000) {
+        assert!(err.contains("hidepid"), "{err}");
+    }
+}
+
+#[test]
+fn a_whole_node_task_holds_the_node_against_its_users_other_jobs() {
+    if let Some((out, err)) = scenario("count-all", &[]) {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("count-all "))
+            .unwrap_or_default();
+        assert!(line.contains("rc=125"), "{out}\n{err}");
+        assert!(err.contains("too few free units"), "{err}");
     }
 }

@@ -27,16 +27,24 @@ fi
 mount -t tmpfs -o mode=1777,size=512m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm" >&2; exit 77; }
 scratch=$(mktemp -d /tmp/binder-hostile.XXXXXX)
 chmod 1777 "$scratch"
-trap 'pkill -u binder-mallory 2>/dev/null; pkill -u binder-alice 2>/dev/null; pkill -u binder-bob 2>/dev/null; rm -rf "$scratch"' EXIT
+trap 'pkill -KILL -u binder-mallory 2>/dev/null; pkill -KILL -u binder-alice 2>/dev/null; pkill -KILL -u binder-bob 2>/dev/null; rm -rf "$scratch"' EXIT
+# Each user's home (where binder keeps the key of its secret ledger name), unless NOHOME.
+for u in alice bob mallory; do
+  install -d -m 700 -o "binder-$u" -g "binder-$u" "$scratch/home-$u"
+done
 printf 'resources:\n  - type: core\n' >"$scratch/one.yaml"
 chmod 644 "$scratch/one.yaml"
 
 uid() { id -u "binder-$1"; }
+# Variables every user's command gets besides PATH (a scenario may add some).
+EXTRA=()
 # Runs a command as a user, with a clean environment (no launcher variables).
 as() {
   local who=$1; shift
+  local home=HOME=$scratch/home-$who
+  [ -n "${NOHOME:-}" ] && home=NOHOME=1
   setpriv --reuid="binder-$who" --regid="binder-$who" --init-groups \
-    env -i PATH=/usr/bin:/bin BINDER_SITE_FILE=/nonexistent "$@"
+    env -i PATH=/usr/bin:/bin BINDER_SITE_FILE=/nonexistent "$home" "${EXTRA[@]}" "$@"
 }
 now_ms() { date +%s%3N; }
 # `run USER TAG`: a 1-core job holding its CPU for HOLD seconds (default 3) in its own
@@ -150,7 +158,8 @@ big)
     read -r p s < <(msleep)
     forge "$p" "$s" "$cpus"
   done
-  read -r p s < <(msleep 0)
+  # (Unbound: a process of hers bound to a CPU would hold it, claim or not.)
+  read -r p s < <(msleep)
   as mallory sh -c 'head -c 16777216 /dev/zero | tr "\0" " " >"$1"' sh "$d/c.$p.$s.0.huge"
   honest
   ;;
@@ -213,6 +222,117 @@ EOT
   wait
   cat "$scratch"/tasks.* 2>/dev/null
   cat "$scratch"/err.* >&2 2>/dev/null
+  ;;
+threads)
+  # A 4,096-thread process of mallory's named by 64 claims, and 20,000 claims naming her
+  # live sleep: reading them must not spend the time that finds bob's task.
+  as mallory python3 -c '
+import threading, time
+ev = threading.Event()
+for _ in range(4095):
+    threading.Thread(target=ev.wait, daemon=True).start()
+open("/tmp/binder-hostile-threads.ready", "w").close()
+time.sleep(60)' &
+  for _ in $(seq 300); do [ -e /tmp/binder-hostile-threads.ready ] && break; sleep 0.05; done
+  rm -f /tmp/binder-hostile-threads.ready
+  p=$(pgrep -u binder-mallory -n python3); s=$(awk '{print $22}' "/proc/$p/stat")
+  for _ in $(seq 64); do forge "$p" "$s" '"0-1"'; done
+  read -r p2 s2 < <(msleep)
+  d=$(mdir)
+  as mallory python3 -c '
+import sys
+d, p, s = sys.argv[1], sys.argv[2], sys.argv[3]
+body = "{\"format\":7,\"job\":\"x\",\"rank\":0,\"size\":1,\"pid\":%s,\"start\":%s,\"cpus\":\"0-1\",\"gpus\":[],\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" % (p, s)
+for i in range(20000):
+    with open("%s/c.%s.%s.0.j%d" % (d, p, s, i), "w") as f:
+        f.write(body)' "$d" "$p2" "$s2"
+  honest
+  ;;
+root-flood)
+  # bob's directory name taken first, then a flood of junk names in the ledger root.
+  as mallory mkdir -m 0755 "/dev/shm/binder-ledger.$(uid bob)"
+  as mallory python3 -c '
+import os, sys
+os.chdir("/dev/shm")
+for i in range(int(sys.argv[1])):
+    os.close(os.open("binder-ledger.x%d" % i, os.O_CREAT | os.O_WRONLY, 0o644))' "${FLOOD:-300000}"
+  run bob bob 6
+  run alice alice
+  ;;
+chaser)
+  # mallory's process follows alice's claims: bound to whatever CPUs alice claims,
+  # unbound as soon as she takes the claim back.
+  run bob bob 20
+  EXTRA=("ALICE=$(uid alice)")
+  as mallory python3 -c '
+import glob, json, os, time
+every = os.sched_getaffinity(0)
+end = time.time() + 15
+while time.time() < end:
+    want = set()
+    for f in glob.glob("/dev/shm/binder-ledger.%s*/c.*" % os.environ["ALICE"]):
+        try:
+            text = json.load(open(f))["cpus"]
+            for part in text.split(","):
+                a, _, b = part.partition("-")
+                want.update(range(int(a), int(b or a) + 1))
+        except Exception:
+            pass
+    os.sched_setaffinity(0, want or every)
+    time.sleep(0.0005)' &
+  EXTRA=()
+  sleep 0.3
+  for i in $(seq 8); do run alice "a$i" 0.2; sleep 0.35; done
+  ;;
+full-shm)
+  # bob runs; then mallory fills the ledger root: alice cannot write a claim.
+  run bob bob 6
+  as mallory sh -c 'head -c 600M /dev/zero >/dev/shm/fill' 2>/dev/null
+  run alice alice
+  ;;
+readonly-shm)
+  # bob runs; then the ledger root becomes read-only before alice's first launch.
+  run bob bob 6
+  mount -o remount,ro /dev/shm
+  run alice alice
+  ;;
+stuck-lock)
+  # One of alice's own processes holds her ledger lock and is stopped.
+  run bob bob 6
+  run alice first 0.1 >/dev/null
+  as alice python3 -c '
+import fcntl, glob, os, signal
+f = open(glob.glob("/dev/shm/binder-ledger.%s*/.lock" % os.getuid())[0], "r+")
+fcntl.flock(f, fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)' &
+  sleep 0.3
+  run alice alice
+  ;;
+ledger-dir)
+  # BINDER_LEDGER_DIR names a directory mallory made first.
+  run bob bob 6
+  as mallory mkdir -m 1777 /tmp/binder-hostile-ledger
+  EXTRA=(BINDER_LEDGER_DIR=/tmp/binder-hostile-ledger)
+  run alice alice
+  EXTRA=()
+  rmdir /tmp/binder-hostile-ledger
+  ;;
+hidepid)
+  # /proc hides other users' processes from alice and bob.
+  mount -t proc -o hidepid=2 proc /proc
+  run bob bob 6
+  run alice alice
+  ;;
+count-all)
+  # alice's one-task job bound to the whole node holds it against her other jobs.
+  printf 'resources:\n  - type: core\n    count: all\n' >"$scratch/all.yaml"
+  chmod 644 "$scratch/all.yaml"
+  as alice setsid "$BIN" "$scratch/all.yaml" -- sleep 5 &
+  sleep 0.5
+  t0=$(now_ms)
+  as alice "$BIN" "$scratch/one.yaml" -- true 2>"$scratch/count.err"
+  echo "count-all rc=$? ms=$(( $(now_ms) - t0 ))"
+  cat "$scratch/count.err" >&2
   ;;
 *)
   echo "unknown scenario $scenario" >&2

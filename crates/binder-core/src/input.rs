@@ -13,14 +13,13 @@ pub const MAX_SHAPE_BYTES: usize = 64 * 1024;
 /// Why a file could not be read, as the end of a message ("cannot read X: ...").
 pub type Why = String;
 
-/// Whether `path` names a regular file (following links); `Err` says what it is instead.
-pub fn regular(path: &Path) -> Result<std::fs::Metadata, Why> {
-    let meta = std::fs::metadata(path).map_err(|e| reason(&e))?;
+/// Whether `meta` is a regular file's; `Err` says what it is instead.
+fn check_kind(meta: &std::fs::Metadata) -> Result<(), Why> {
+    use std::os::unix::fs::FileTypeExt;
     let kind = meta.file_type();
     if meta.is_file() {
-        return Ok(meta);
+        return Ok(());
     }
-    use std::os::unix::fs::FileTypeExt;
     Err(if kind.is_dir() {
         "it is a directory; give a file inside it".into()
     } else if kind.is_fifo() {
@@ -32,13 +31,28 @@ pub fn regular(path: &Path) -> Result<std::fs::Metadata, Why> {
     })
 }
 
-/// The bytes of the regular file `path`, when it has at most `max` of them.
+/// Whether `path` names a regular file (following links); `Err` says what it is instead.
+pub fn regular(path: &Path) -> Result<std::fs::Metadata, Why> {
+    let meta = std::fs::metadata(path).map_err(|e| reason(&e))?;
+    check_kind(&meta)?;
+    Ok(meta)
+}
+
+/// The bytes of the regular file `path`, when it has at most `max` of them. The file is
+/// opened without blocking and what was opened is checked (not the path, which may be
+/// swapped for a FIFO between a look and the `open`), then read.
 pub fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Why> {
-    let meta = regular(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| reason(&e))?;
+    let meta = file.metadata().map_err(|e| reason(&e))?;
+    check_kind(&meta)?;
     if meta.len() > max as u64 {
         return Err(too_large(max));
     }
-    let file = std::fs::File::open(path).map_err(|e| reason(&e))?;
     // Sized from the metadata: one `read`, not a doubling series.
     let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
     file.take(max as u64 + 1)

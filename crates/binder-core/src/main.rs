@@ -62,6 +62,39 @@ pub extern "C" fn main(
     hand_over(&args)
 }
 
+/// Whether `full` (and its directory) may be run for this executable: owned by root or
+/// by whoever owns this executable, and writable by nobody else, so that another user
+/// cannot put their code where `binder` runs it (SEMANTICS §13.1 item 1).
+fn trusted(full: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .map_or(0, |m| m.uid());
+    let check = |path: &std::path::Path| -> Result<(), String> {
+        let meta =
+            std::fs::metadata(path).map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(format!(
+                "will not run {}: it belongs to uid {}, neither root nor the owner of binder",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o002 != 0
+            && !(meta.is_dir() && meta.mode() & 0o1000 != 0 && meta.uid() == 0)
+        {
+            return Err(format!(
+                "will not run {}: anyone may write it (mode {:o})",
+                path.display(),
+                meta.mode() & 0o7777
+            ));
+        }
+        Ok(())
+    };
+    check(full)?;
+    full.parent().map_or(Ok(()), check)
+}
+
 /// Replaces this process with `binder-full` and the same arguments; returns only to exit
 /// 125 when it cannot.
 fn hand_over(args: &[OsString]) -> ! {
@@ -69,6 +102,7 @@ fn hand_over(args: &[OsString]) -> ! {
         .ok()
         .and_then(|exe| Some(exe.parent()?.join(FULL)));
     let why = match &full {
+        Some(full) if trusted(full).is_err() => trusted(full).unwrap_err(),
         Some(full) => {
             let mut command = std::process::Command::new(full);
             if let Some(arg0) = args.first() {

@@ -263,7 +263,7 @@ impl Shell {
         err: &mut impl Write,
     ) -> Result<Shell, Refusal> {
         let path = shape_path(&request.shape, cwd, &site.catalog);
-        let origin = path.display().to_string();
+        let origin = binder_core::text::printable(&path.display().to_string(), 200);
         let text = shape::read_text(&path)?;
         let site_file = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
         let mut shape = Shape::from_yaml(&text, &origin)?;

@@ -165,9 +165,9 @@ pub fn views(plan: &crate::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
 }
 
 /// The CPUs held on `t`: every holder's (an exclusive job's widened to whole
-/// containers), the same user's starting jobs' reserved ones, and `avoid`'s; with how
-/// many tasks hold each.
-fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
+/// containers), the same user's starting jobs' reserved ones, `avoid`'s and `steer`'s;
+/// with how many tasks hold each.
+fn loads(t: &Topology, scan: &Scan, avoid: &Avoid, steer: &[usize]) -> BTreeMap<usize, usize> {
     let mut loads = BTreeMap::new();
     let held = scan
         .holders
@@ -178,7 +178,7 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
                 .iter()
                 .map(|r| crate::node::held_pus(t, r.pack.into(), &r.cpus)),
         )
-        .chain(std::iter::once(avoid.cpus.clone()));
+        .chain([avoid.cpus.clone(), steer.to_vec()]);
     for cpus in held {
         for p in cpus {
             *loads.entry(p).or_insert(0) += 1;
@@ -187,10 +187,9 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid) -> BTreeMap<usize, usize> {
     loads
 }
 
-/// The plan around what `scan` holds and `avoid`, with the shape's packing policy. A
-/// plan that binds no CPU (`bind: none`) does not look at CPUs held; a sharing shape
-/// goes to the least loaded units when too few are free; otherwise a refusal names the
-/// jobs in the way.
+/// The plan around what `scan` holds and `avoid`. What only steers (other users' GPU
+/// claims, their entries where `/proc` hides them: SEMANTICS §13.2) is avoided when the
+/// job fits without it, and never the reason for a refusal.
 fn around<E: From<PlanError> + From<LedgerError>>(
     job: &Job<'_>,
     shape: &Shape,
@@ -200,15 +199,40 @@ fn around<E: From<PlanError> + From<LedgerError>>(
     t: &mut Topology,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, E> {
-    let mut held_gpus: BTreeSet<String> = scan.gpus().into_iter().collect();
+    if !scan.steer_cpus.is_empty() || !scan.steer_gpus.is_empty() {
+        let steered = grant.clone().steering(scan.steer_gpus.clone());
+        let mut quiet = Vec::new();
+        let held = (scan, avoid, scan.steer_cpus.as_slice());
+        if let Ok(views) = around_once::<E>(job, shape, &steered, held, t, &mut quiet) {
+            let _ = err.write_all(&quiet);
+            return Ok(views);
+        }
+    }
+    around_once(job, shape, grant, (scan, avoid, &[]), t, err)
+}
+
+/// [`around`] with one set of what is held: `scan`'s, `avoid`'s and `steer`'s CPUs.
+/// A plan that binds no CPU (`bind: none`) does not look at CPUs held; a sharing shape
+/// goes to the least loaded units when too few are free; otherwise a refusal names the
+/// jobs in the way.
+fn around_once<E: From<PlanError> + From<LedgerError>>(
+    job: &Job<'_>,
+    shape: &Shape,
+    grant: &Grant,
+    (scan, avoid, steer): (&Scan, &Avoid, &[usize]),
+    t: &mut Topology,
+    err: &mut impl Write,
+) -> Result<Vec<TaskView>, E> {
+    let mut held_gpus: BTreeSet<String> = scan.own_gpus().into_iter().collect();
     held_gpus.extend(avoid.gpus.iter().cloned());
-    t.set_gpu_grant(grant.clone().holding(held_gpus.into_iter().collect()));
+    let held_gpus: Vec<String> = held_gpus.into_iter().collect();
+    t.set_gpu_grant(grant.clone().holding(held_gpus.clone()));
     if let Ok(plan) = crate::plan(&request(job, shape, t)) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
             return Ok(views(&plan, shape));
         }
     }
-    let loads = loads(t, scan, avoid);
+    let loads = loads(t, scan, avoid, steer);
     let held: Vec<usize> = loads.keys().copied().collect();
     let plan = match pack::plan_around(&request(job, shape, t).held(&held)) {
         Ok(plan) => {
@@ -218,7 +242,7 @@ fn around<E: From<PlanError> + From<LedgerError>>(
                     &format!(
                         "planned around cpus {} and {} GPU(s) held by {} other task(s), pack {}",
                         binder_core::cpulist::cpu_list(&held),
-                        scan.gpus().len(),
+                        held_gpus.len(),
                         scan.holders.len(),
                         shape.options.pack.unwrap_or_default()
                     ),

@@ -106,6 +106,29 @@ pub struct Node {
     pub levels: Vec<Level>,
     /// Files ignored.
     pub ignored: Vec<Skipped>,
+    /// Why the view may be partial (a flood of names, a limit reached), when it may.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
+    /// Why `/proc` hides other users' tasks, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<String>,
+}
+
+/// A job's name as the table shows it: as it is when it is a plain word, else quoted and
+/// escaped, so that no name another user chose can pass for a column of the table (a
+/// user, a count, another job's row).
+fn job_name(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 60
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:@/+=,-".contains(c));
+    if plain {
+        name.to_owned()
+    } else {
+        let quoted = format!("{:?}", binder_core::text::clip(name, 60));
+        printable(&quoted, 80)
+    }
 }
 
 /// The PUs a job holds on `topology`: `cpus`, widened to whole containers for an
@@ -188,7 +211,7 @@ pub fn build(
             })
             .collect();
         jobs.push(Job {
-            job: printable(&job.job.0, 60),
+            job: job_name(&job.job.0),
             user: printable(&user(job.owner), 32),
             uid: job.owner,
             pack: job.pack.into(),
@@ -247,6 +270,8 @@ pub fn build(
         jobs,
         levels: level_rows,
         ignored: scan.ignored.iter().map(skipped).collect(),
+        partial: scan.incomplete.as_deref().map(|w| printable(w, 160)),
+        hidden: scan.hidden.as_deref().map(|w| printable(w, 160)),
     }
 }
 
@@ -376,6 +401,15 @@ pub fn render_text(node: &Node) -> String {
     for i in &node.ignored {
         let uid = i.uid.map_or_else(String::new, |u| format!(" (uid {u})"));
         let _ = writeln!(out, "ignored {}{uid}: {}", i.file, i.why);
+    }
+    if let Some(why) = &node.partial {
+        let _ = writeln!(
+            out,
+            "partial: {why}; other users' cpus are the kernel's view, but jobs and GPUs may be missing"
+        );
+    }
+    if let Some(why) = &node.hidden {
+        let _ = writeln!(out, "hidden: {why}; their jobs cannot be shown or checked");
     }
     out
 }

@@ -172,7 +172,7 @@ pub fn bind(
         return Err(refusal);
     }
     let identity = items.identity();
-    let origin = path.display().to_string();
+    let origin = binder_core::text::printable(&path.display().to_string(), 200);
     let text = shape::read_text(path)?;
     let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
     let mut shape = Shape::from_yaml(&text, &origin)?;

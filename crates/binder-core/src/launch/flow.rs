@@ -15,7 +15,7 @@ use std::io::Write;
 
 use super::ledgered::{self, Job, Planner, Stopped};
 use crate::identity::Env;
-use crate::ledger::{store, Ledger, LedgerError};
+use crate::ledger::{others, store, Ledger, LedgerError};
 use crate::view::TaskView;
 
 /// Whether the node ledger takes part in this launch.
@@ -81,7 +81,7 @@ pub trait Front {
             crate::text::emit(
                 err,
                 &format!(
-                    "warning: node ledger not used, so other jobs on this node may get the same cpus and GPUs: {}",
+                    "warning: node ledger not used ({}): planned around the cpus other users' bound tasks run on, as the kernel shows them; your other jobs on this node and other users' GPUs are not coordinated",
                     crate::text::printable(&why, 200)
                 ),
             );
@@ -100,7 +100,9 @@ pub fn launch<F: Front>(
     err: &mut impl Write,
 ) -> Result<Vec<(String, String)>, FrontError<F>> {
     let get = |k: &str| env.var(k);
-    match LedgerState::open(&get) {
+    let state = LedgerState::open(&get);
+    let off = matches!(state, LedgerState::Off);
+    match state {
         LedgerState::Open(ledger) => match ledgered::claim(&ledger, job, env, front.planner(), err)
         {
             Ok(claimed) => {
@@ -121,7 +123,20 @@ pub fn launch<F: Front>(
         LedgerState::Unusable(why) => front.uncoordinated(job, why, &get, err)?,
         LedgerState::Off => {}
     }
-    let (views, _) = front.planner().plain(job, err)?;
+    // Without the ledger, the kernel's view still says where other users' bound tasks
+    // run: the plan avoids them (SEMANTICS §13.2), it never plans on an empty node.
+    let scan = if off {
+        crate::ledger::Scan::default()
+    } else {
+        others::kernel_scan(&crate::procfs::Real, crate::procfs::euid())
+    };
+    let (views, _) = if scan.is_empty() {
+        front.planner().plain(job, err)?
+    } else {
+        front
+            .planner()
+            .around(job, &scan, &ledgered::Avoid::default(), err)?
+    };
     let rank = job.identity.rank;
     let view = views
         .into_iter()

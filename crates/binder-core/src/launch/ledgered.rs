@@ -13,6 +13,8 @@
 //! `binder-full`'s and the SPANK plugin's with hwloc (`binder_plan::around`). Binding
 //! with the topology (`membind`, `--verbose`) and exec are the caller's, after [`claim`].
 
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -84,6 +86,8 @@ pub trait Planner {
 
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
+/// How long a task that moved waits before looking again when no units are left.
+const RETRY: Duration = Duration::from_millis(20);
 /// How long a task waits for a later task that overlaps it to move or confirm.
 const SETTLE: Duration = Duration::from_millis(100);
 
@@ -165,6 +169,7 @@ pub fn claim<'l, P: Planner>(
         me: (me, my_start),
         claimed: None,
         original: None,
+        warned: Cell::new(false),
     };
     match flow.run(env, planner, err) {
         Ok((view, id)) => Ok(Claimed {
@@ -197,6 +202,8 @@ struct Flow<'a, 'j> {
     claimed: Option<String>,
     /// The affinity before binder bound this process.
     original: Option<Vec<usize>>,
+    /// Whether the partial-scan and hidden-/proc warnings were printed (once a launch).
+    warned: Cell<bool>,
 }
 
 impl Flow<'_, '_> {
@@ -280,22 +287,47 @@ impl Flow<'_, '_> {
                 view_pack = Some((view, raw.pack));
             }
         }
-        for _ in 0..MAX_ROUNDS {
+        for round in 1..=MAX_ROUNDS {
             let (view, pack) = match view_pack.take() {
                 Some(vp) => vp,
-                None => self.plan(&id, &own, &scan, planner, now, hz, err)?,
+                None => match self.plan(&id, &own, &scan, planner, now, hz, err) {
+                    Ok(vp) => vp,
+                    // After a move, the units left may be taken by tasks that took this
+                    // one's claim and are about to let go (another user's process that
+                    // follows its claims): a moment later, the node is looked at again.
+                    Err(Stopped::Error(_)) if round > 1 && round < MAX_ROUNDS => {
+                        std::thread::sleep(RETRY);
+                        own = ledger.list_own(self.procs);
+                        scan = self.scan(&own, &part, now, hz, err)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
             };
             self.bind(&view)?;
             let mut claim = Claim::of(&id, identity.rank, identity.size, pack, &view);
             (claim.pid, claim.start) = self.me;
             let name = ledger.write_claim(&claim).map_err(Stopped::Uncoordinated)?;
             self.claimed = Some(name.clone());
-            let settled = if share {
+            // The last plan stands: it avoids every CPU the kernel showed bound a moment
+            // ago, so a rival that keeps moving onto this task's units (another user's
+            // process that follows its claims) cannot make it refuse or fall back to an
+            // uncoordinated plan.
+            let last = round == MAX_ROUNDS;
+            let settled = if share || last {
                 Some(true)
             } else {
-                self.settle(&claim)
+                self.settle(&claim, &scan)
             };
             if let Some(seen) = settled {
+                if last && !share {
+                    crate::text::emit(
+                        err,
+                        &format!(
+                            "warning: other tasks kept taking this task's units through {MAX_ROUNDS} plans; runs on the units planned around what they held a moment ago"
+                        ),
+                    );
+                }
                 // The marker tells a rival that started earlier and overlaps this claim
                 // that this task has read the others: it then moves instead of waiting.
                 // With nobody else's claim in sight there is no rival to tell (one that
@@ -325,7 +357,7 @@ impl Flow<'_, '_> {
         hz: u64,
         err: &mut impl Write,
     ) -> Result<Scan, Stopped<E>> {
-        let mut scan = Scan::default();
+        let mut scan = Scan::new(self.ledger.uid());
         self.ledger
             .scan_own(own, Some(part), self.procs, now, hz, &mut scan);
         self.ledger.scan_others(self.procs, &mut scan);
@@ -333,11 +365,24 @@ impl Flow<'_, '_> {
             if self.ledger.required() {
                 return Err(Stopped::Error(LedgerError::Required(why.clone()).into()));
             }
-            if self.job.identity.rank == 0 {
+        }
+        if self.job.identity.rank == 0 && !self.warned.replace(true) {
+            if let Some(why) = &scan.incomplete {
+                let after = if scan.kernel {
+                    "other users' CPUs come from the kernel's view, but GPUs they claim may have been missed"
+                } else {
+                    "planning around what was read"
+                };
+                crate::text::emit(
+                    err,
+                    &format!("warning: node ledger read in part ({why}); {after}"),
+                );
+            }
+            if let Some(why) = &scan.hidden {
                 crate::text::emit(
                     err,
                     &format!(
-                        "warning: node ledger read in part ({why}); planning around what was read"
+                        "warning: {why}: binder cannot see where their tasks run, so it steers clear of what their ledger entries say but cannot promise this job does not share their CPUs (ask for hidepid's gid= exemption, or run jobs that share a node in one PID namespace)"
                     ),
                 );
             }
@@ -359,7 +404,7 @@ impl Flow<'_, '_> {
         err: &mut impl Write,
     ) -> Result<(TaskView, Packing), Stopped<P::Error>> {
         let part = id.file_part();
-        let mut mine = Scan::default();
+        let mut mine = Scan::new(self.ledger.uid());
         if own.alive(&part) {
             self.ledger
                 .scan_own(own, None, self.procs, now, hz, &mut mine);
@@ -412,13 +457,26 @@ impl Flow<'_, '_> {
     }
 
     /// Reads the other users' claims again until this claim is clear (`Some`: whether
-    /// any other claim was in sight) or another task goes first (`None`).
-    fn settle(&self, claim: &Claim) -> Option<bool> {
+    /// any other claim was in sight) or another task goes first (`None`). A GPU that the
+    /// plan took knowing another user claimed it (their claims steer, never refuse:
+    /// SEMANTICS §13.2) is no reason to move; a claim that appeared since is.
+    fn settle(&self, claim: &Claim, planned: &Scan) -> Option<bool> {
         let until = Instant::now() + SETTLE;
         let me = (self.me.1, self.me.0);
+        let known: HashSet<(u32, u64)> = planned
+            .holders
+            .iter()
+            .filter(|h| h.owner != planned.me)
+            .map(|h| (h.claim.pid, h.claim.start))
+            .collect();
         loop {
-            let mut again = Scan::default();
+            let mut again = Scan::new(self.ledger.uid());
             self.ledger.scan_others(self.procs, &mut again);
+            for h in &mut again.holders {
+                if known.contains(&(h.claim.pid, h.claim.start)) {
+                    h.claim.gpus.clear();
+                }
+            }
             match ledger::verdict(&claim.cpus, &claim.gpus, me, &again.holders) {
                 Verdict::Clear => return Some(!again.holders.is_empty()),
                 Verdict::Yield => return None,

@@ -116,7 +116,7 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
     let site = site.as_ref().map(|(_, text)| text.as_str());
     let envelope = Envelope::here(&identity, &get);
     let text = job_text(&shape, &Requests::default(), site, &get) + &envelope.key();
-    let origin = path.display().to_string();
+    let origin = crate::text::printable(&path.display().to_string(), 200);
     let job = Job {
         origin: &origin,
         text: &text,

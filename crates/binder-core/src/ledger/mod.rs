@@ -30,6 +30,7 @@
 
 mod fsio;
 
+pub mod kernel;
 pub mod others;
 pub mod store;
 pub mod verify;
@@ -225,7 +226,11 @@ pub struct Ignored {
 /// What the ledger holds now, apart from the launching job itself.
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
-    /// Live tasks of other jobs.
+    /// The user who looks: this user's claims are believed as written, every other
+    /// user's only as far as the kernel shows (SEMANTICS §13.2).
+    pub me: u32,
+    /// Live tasks of other jobs: this user's from their claims, every other user's bound
+    /// tasks from the kernel's view (with their claims' job and GPUs when read).
     pub holders: Vec<Holder>,
     /// The same user's starting jobs' unstarted ranks.
     pub reserved: Vec<Reserved>,
@@ -233,12 +238,31 @@ pub struct Scan {
     pub ignored: Vec<Ignored>,
     /// Why the scan may have missed something (a time or size limit was reached).
     pub incomplete: Option<String>,
+    /// Whether the kernel's view of the other users' tasks was taken (it is whenever
+    /// another user's ledger entry is in sight, or the ledger cannot be used).
+    pub kernel: bool,
+    /// Why `/proc` hides other users' tasks from this one (`hidepid`, a PID namespace).
+    pub hidden: Option<String>,
+    /// CPUs that other users' unverifiable entries name (where `/proc` hides them): a
+    /// plan avoids them when it can, never refuses for them.
+    pub steer_cpus: Vec<usize>,
+    /// GPUs (bus ids) that other users' claims name: a plan avoids them when it can and
+    /// the job's allocation does not name them, never refuses for them.
+    pub steer_gpus: Vec<String>,
 }
 
 /// The most ignored files a scan keeps to report.
 pub const MAX_IGNORED: usize = 64;
 
 impl Scan {
+    /// An empty scan as user `me` sees the node.
+    pub fn new(me: u32) -> Scan {
+        Scan {
+            me,
+            ..Scan::default()
+        }
+    }
+
     /// Records an ignored file (only the first [`MAX_IGNORED`]).
     pub fn ignore(&mut self, file: &str, owner: Option<u32>, why: String) {
         if self.ignored.len() < MAX_IGNORED {
@@ -257,6 +281,20 @@ impl Scan {
             .iter()
             .all(|h| h.cpus.is_empty() && h.claim.gpus.is_empty())
             && self.reserved.is_empty()
+            && self.steer_cpus.is_empty()
+            && self.steer_gpus.is_empty()
+    }
+
+    /// The GPUs a plan must leave alone: this user's other jobs' (their claims are this
+    /// user's own word). Other users' GPU claims only steer ([`Scan::steer_gpus`]).
+    pub fn own_gpus(&self) -> Vec<String> {
+        union(
+            self.holders
+                .iter()
+                .filter(|h| h.owner == self.me)
+                .map(|h| &h.claim.gpus)
+                .chain(self.reserved.iter().map(|r| &r.gpus)),
+        )
     }
 
     /// The CPUs held (OS numbers, ascending, deduplicated), before an exclusive job's
@@ -392,6 +430,23 @@ pub enum LedgerError {
         lock: String,
         /// How long binder waited.
         secs: u64,
+    },
+    /// One of this user's own launches holds the user's lock and is stopped (SIGSTOP,
+    /// `scontrol suspend`): waiting for it could take forever.
+    #[error("the node ledger's lock {lock} (yours alone) is held by your launch pid {pid}, which is stopped (SIGSTOP or `scontrol suspend`); resume it (`kill -CONT {pid}`) or end it")]
+    Stopped {
+        /// The lock file.
+        lock: String,
+        /// The stopped holder.
+        pid: u32,
+    },
+    /// The lock cannot be opened at all (a read-only or full file system).
+    #[error("cannot open the node ledger's lock {lock}: {why}")]
+    NoLock {
+        /// The lock file.
+        lock: String,
+        /// The system's words.
+        why: String,
     },
     /// Too few units are free because other jobs hold them.
     #[error("{what}: {held}; wait for {them} to end, or share {their} units with --share (or `options.share: true`)")]

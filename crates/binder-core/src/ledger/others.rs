@@ -1,9 +1,15 @@
-//! Reading the other users' ledger directories (SEMANTICS §13.1): every directory of the
-//! ledger root that carries the prefix, but this user's own, within hard caps: at most
-//! [`MAX_DIRS_PER_USER`] directories per owner (canonical names first, so a flood of
+//! Reading the other users' ledger directories (SEMANTICS §13.1, §13.2): every directory
+//! of the ledger root that carries the prefix, but this user's own, within hard caps: at
+//! most [`MAX_DIRS_PER_USER`] directories per owner (canonical names first, so a flood of
 //! names cannot push a real directory out of its owner's quota), [`MAX_DIR_ENTRIES`]
 //! names per directory and [`SCAN_BUDGET`] of time; a claim file is read only when its
-//! name names a live process.
+//! name names a live process of the directory's owner, once per process.
+//!
+//! What these files say never decides another user's CPUs: as soon as any entry of
+//! another user is in sight (or the root cannot be read whole), the kernel's view is
+//! taken ([`super::kernel`]) and every bound process of theirs holds where it runs,
+//! claimed or not. A budget spent by a flood of names therefore costs only the GPUs and
+//! job names of the claims left unread, never a CPU.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::OwnedFd;
@@ -13,9 +19,10 @@ use std::time::{Duration, Instant};
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
 use super::fsio::{for_names, list_dir, open_dir, read_at};
+use super::kernel::{self, KernelView};
 use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
 use super::verify::{self, claim_name};
-use super::Scan;
+use super::{Claim, Scan, FORMAT};
 use crate::procfs::Procs;
 
 /// The most names read from one user directory.
@@ -24,11 +31,39 @@ pub const MAX_DIR_ENTRIES: usize = 65_536;
 pub const MAX_ROOT_ENTRIES: usize = 1 << 20;
 /// The most directories of one owner read.
 pub const MAX_DIRS_PER_USER: usize = 4;
-/// The time one scan of the other users' directories may take.
-pub const SCAN_BUDGET: Duration = Duration::from_millis(500);
-/// Above this many claim names in one directory, `/proc` is listed once instead of read
-/// per name.
+/// The time one scan of the other users' directories may take (past it, only GPUs and
+/// job names of the unread claims are missed: the kernel's view has every CPU).
+pub const SCAN_BUDGET: Duration = Duration::from_millis(250);
+/// Above this many claim names in one of this user's other directories, `/proc` is
+/// listed once instead of read per name.
 const LIST_PIDS_ABOVE: usize = 64;
+/// The most unverifiable claims (where `/proc` hides their processes) that steer a plan.
+const MAX_STEER: usize = 256;
+
+/// What one scan of the other directories carries from directory to directory.
+struct Reading<'a> {
+    procs: &'a dyn Procs,
+    me: u32,
+    view: Option<&'a KernelView>,
+    deadline: Instant,
+    /// This user's live PIDs, listed once when one of its other directories is large.
+    live: Option<Option<HashSet<u32>>>,
+    /// Processes whose claim was already read (a second one is a duplicate).
+    seen: HashSet<u32>,
+    /// Unverifiable claims read to steer.
+    steered: usize,
+}
+
+/// The kernel's view alone, as user `me` would plan around it when the ledger cannot be
+/// used (SEMANTICS §13.2: the fallback is the kernel's view, never an empty node).
+pub fn kernel_scan(procs: &dyn Procs, me: u32) -> Scan {
+    let mut scan = Scan::new(me);
+    match KernelView::look(procs, me) {
+        Some(view) => kernel::add_unclaimed(&view, procs, &mut scan),
+        None => scan.incomplete = Some("/proc cannot be listed".into()),
+    }
+    scan
+}
 
 impl Ledger {
     /// Every other directory's live claims (other users', and any second directory of
@@ -36,6 +71,8 @@ impl Ledger {
     pub fn scan_others(&self, procs: &dyn Procs, scan: &mut Scan) {
         let deadline = Instant::now() + SCAN_BUDGET;
         let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
+            scan.incomplete = Some(format!("{} cannot be read", self.root().display()));
+            take_kernel_view(procs, self.uid(), scan);
             return;
         };
         let own_name = self
@@ -59,6 +96,39 @@ impl Ledger {
         if !complete {
             scan.incomplete = Some(format!("{} holds too many names", self.root().display()));
         }
+        // Nobody else in sight: nothing to read, and no kernel's view to take (the honest
+        // path of a user alone on the node pays nothing for it).
+        if names.is_empty() && complete {
+            return;
+        }
+        let view = KernelView::look(procs, self.uid());
+        if view.is_none() {
+            scan.incomplete = Some("/proc cannot be listed".into());
+        }
+        let mut reading = Reading {
+            procs,
+            me: self.uid(),
+            view: view.as_ref(),
+            deadline,
+            live: None,
+            seen: HashSet::new(),
+            steered: 0,
+        };
+        self.read_dirs(&mut listing, names, &mut reading, scan);
+        if let Some(view) = &view {
+            kernel::add_unclaimed(view, procs, scan);
+        }
+    }
+
+    /// The other directories named `names` (in the root `listing` holds open), each
+    /// checked to be a real directory only its owner can write, into `scan`.
+    fn read_dirs(
+        &self,
+        listing: &mut rfs::Dir,
+        mut names: Vec<String>,
+        reading: &mut Reading<'_>,
+        scan: &mut Scan,
+    ) {
         let Ok(root) = listing.fd() else {
             return;
         };
@@ -66,9 +136,8 @@ impl Ledger {
         // push a real directory out of its owner's quota of `MAX_DIRS_PER_USER`.
         names.sort_by_key(|n| (n[PREFIX.len()..].contains('.'), n.clone()));
         let mut per_owner: BTreeMap<u32, usize> = BTreeMap::new();
-        let mut live = None;
         for name in names {
-            if Instant::now() >= deadline {
+            if Instant::now() >= reading.deadline {
                 scan.incomplete = Some(format!(
                     "reading {} took longer than {} ms",
                     self.root().display(),
@@ -111,28 +180,29 @@ impl Ledger {
             if !same {
                 continue;
             }
-            scan_dir(dir, &name, owner, procs, deadline, &mut live, scan);
+            scan_dir(dir, &name, owner, reading, scan);
         }
+    }
+}
+
+/// Takes the kernel's view into `scan` (the root could not be listed).
+fn take_kernel_view(procs: &dyn Procs, me: u32, scan: &mut Scan) {
+    match KernelView::look(procs, me) {
+        Some(view) => kernel::add_unclaimed(&view, procs, scan),
+        None => scan.incomplete = Some("/proc cannot be listed".into()),
     }
 }
 
 /// One other directory's claims: names first (markers, claims of live processes), then
 /// the files of those alone.
-fn scan_dir(
-    dir: OwnedFd,
-    dir_name: &str,
-    owner: u32,
-    procs: &dyn Procs,
-    deadline: Instant,
-    live: &mut Option<Option<HashSet<u32>>>,
-    scan: &mut Scan,
-) {
+fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>, scan: &mut Scan) {
     let mut claims = Vec::new();
     let mut markers = HashSet::new();
     let Ok(mut listing) = rfs::Dir::new(dir) else {
         return;
     };
     let mut seen = 0usize;
+    let deadline = reading.deadline;
     let complete = for_names(&mut listing, MAX_DIR_ENTRIES, |name, _| {
         if let Some((pid, start, _)) = claim_name(name) {
             claims.push((name.to_owned(), pid, start));
@@ -153,26 +223,89 @@ fn scan_dir(
             format!("more than {MAX_DIR_ENTRIES} names, or too slow to read: the rest is skipped"),
         );
     }
-    // Many names: one read of /proc's directory rules out the dead PIDs at once.
-    if claims.len() > LIST_PIDS_ABOVE {
-        let pids = live.get_or_insert_with(|| procs.pids());
-        if let Some(pids) = pids {
-            claims.retain(|(_, pid, _)| pids.contains(pid));
+    let own = owner == reading.me;
+    let hidden = reading.view.is_some_and(|v| v.hidden.is_some());
+    match reading.view {
+        // Another user's: only the names of their live processes (one look at the
+        // kernel's view rules out every other name at once), unless /proc hides them.
+        Some(view) if !own && !hidden => {
+            claims.retain(|(_, pid, _)| view.procs.get(pid).is_some_and(|s| s.uid == owner));
         }
+        // Many names: one read of /proc's directory rules out the dead PIDs at once.
+        _ if claims.len() > LIST_PIDS_ABOVE => {
+            let procs = reading.procs;
+            let pids = reading.live.get_or_insert_with(|| procs.pids());
+            if let Some(pids) = pids {
+                claims.retain(|(_, pid, _)| pids.contains(pid));
+            }
+        }
+        _ => {}
     }
     let Ok(dir) = listing.fd() else {
         return;
     };
     for (name, pid, start) in claims {
-        if Instant::now() >= deadline {
+        if Instant::now() >= reading.deadline {
             scan.incomplete = Some("reading the other users' claims took too long".into());
             return;
         }
         let read = || read_at(dir, &name, owner, MAX_CLAIM_BYTES);
         let confirmed = markers.contains(&(pid, start));
-        match verify::verify_claim(owner, (pid, start), read, confirmed, procs) {
-            Ok(h) => scan.holders.push(h),
-            Err(why) => scan.ignore(&format!("{dir_name}/{name}"), Some(owner), why),
+        let shown = format!("{dir_name}/{name}");
+        if own {
+            // This user's other directory: their own word, as in their own directory.
+            match verify::verify_claim(owner, (pid, start), read, true, reading.procs) {
+                Ok(h) => scan.holders.push(h),
+                Err(why) => scan.ignore(&shown, Some(owner), why),
+            }
+            continue;
+        }
+        let Some(view) = reading.view else {
+            continue;
+        };
+        if !reading.seen.insert(pid) {
+            scan.ignore(&shown, Some(owner), format!("a second claim of pid {pid}"));
+            continue;
+        }
+        match kernel::check(view, reading.procs, owner, (pid, start)) {
+            Ok((cpus, started)) => match parse(read(), pid, start) {
+                Ok(claim) => {
+                    let holder = kernel::believe(owner, claim, cpus, confirmed || started);
+                    scan.steer_gpus.extend(holder.claim.gpus.iter().cloned());
+                    scan.steer_gpus.sort_unstable();
+                    scan.steer_gpus.dedup();
+                    scan.holders.push(holder);
+                }
+                Err(why) => scan.ignore(&shown, Some(owner), why),
+            },
+            // Where /proc hides them, what their claims say steers and nothing more.
+            Err(_) if hidden && reading.steered < MAX_STEER => {
+                reading.steered += 1;
+                if let Ok(claim) = parse(read(), pid, start) {
+                    scan.steer_cpus.extend(claim.cpus.iter().copied());
+                    scan.steer_cpus.sort_unstable();
+                    scan.steer_cpus.dedup();
+                    scan.steer_gpus.extend(claim.gpus);
+                    scan.steer_gpus.sort_unstable();
+                    scan.steer_gpus.dedup();
+                }
+            }
+            Err(why) => scan.ignore(&shown, Some(owner), why),
         }
     }
+}
+
+/// A claim file's text, checked to be binder's format, for the process its name names.
+fn parse(text: Result<String, String>, pid: u32, start: u64) -> Result<Claim, String> {
+    let claim: Claim = serde_json::from_str(&text?).map_err(|e| format!("corrupt: {e}"))?;
+    if claim.format != FORMAT {
+        return Err(format!("format {} (binder writes {FORMAT})", claim.format));
+    }
+    if claim.pid != pid || claim.start != start {
+        return Err("its content names another process than its name".into());
+    }
+    if claim.gpus.len() > verify::MAX_GPUS || claim.gpus.iter().any(|g| g.len() > 64) {
+        return Err("names too many GPUs".into());
+    }
+    Ok(claim)
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags};
 
 use super::fsio::{for_names, list_dir, make, open_usable, read_at, write_new};
-use super::others::MAX_ROOT_ENTRIES;
+use super::others::{MAX_DIRS_PER_USER, MAX_ROOT_ENTRIES};
 use super::verify::{self, claim_name};
 use super::{Claim, JobPlan, LedgerError, RawJobPlan, Reserved, Scan, GRACE_SECS};
 use crate::identity::job::JobId;
@@ -137,7 +137,8 @@ impl Ledger {
             .unwrap_or(DEFAULT_WAIT_SECS)
             .min(3600);
         let uid = rustix::process::geteuid().as_raw();
-        let (own, own_fd) = own_dir(&root, uid)?;
+        let home = env("HOME").filter(|h| h.starts_with('/'));
+        let (own, own_fd) = own_dir(&root, uid, home.as_deref())?;
         Ok(Ledger {
             root,
             own,
@@ -172,8 +173,9 @@ impl Ledger {
     /// hold it), waiting at most `BINDER_LEDGER_WAIT` seconds for the user's own launches.
     pub fn lock(&self) -> Result<Guard, LedgerError> {
         let path = self.own.join(".lock");
+        let shown = || path.display().to_string();
         let busy = || LedgerError::Busy {
-            lock: path.display().to_string(),
+            lock: shown(),
             secs: self.wait.as_secs(),
         };
         let fd = rfs::openat(
@@ -182,19 +184,36 @@ impl Ledger {
             OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         )
-        .map_err(|_| busy())?;
+        .map_err(|e| LedgerError::NoLock {
+            lock: shown(),
+            why: e.to_string(),
+        })?;
         let st = rfs::fstat(&fd).map_err(|_| busy())?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_uid != self.uid {
-            return Err(busy());
+            return Err(LedgerError::NoLock {
+                lock: shown(),
+                why: "not a regular file of yours".into(),
+            });
         }
-        let deadline = Instant::now() + self.wait;
+        let start = Instant::now();
+        let deadline = start + self.wait;
         let mut pause = Duration::from_micros(50);
+        let mut looked = start;
         loop {
             if rfs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
                 return Ok(Guard { _fd: fd });
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(busy());
+            }
+            // A launch of this user's that holds the lock and is stopped will not let
+            // go: said at once rather than after the whole wait.
+            if now.duration_since(looked) >= Duration::from_millis(20) {
+                looked = now;
+                if let Some(pid) = stopped_holder(&st) {
+                    return Err(LedgerError::Stopped { lock: shown(), pid });
+                }
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(5));
@@ -381,13 +400,79 @@ impl Ledger {
     }
 }
 
+/// The PID holding the `flock` on the file `st` describes, when that process is stopped
+/// (state `T` or `t` in `/proc/PID/stat`), from `/proc/locks` (`N: FLOCK ADVISORY WRITE
+/// PID MAJ:MIN:INODE 0 EOF`).
+fn stopped_holder(st: &rfs::Stat) -> Option<u32> {
+    let locks = crate::procfs::read_small("/proc/locks", 1 << 20).ok()?;
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        rfs::major(st.st_dev),
+        rfs::minor(st.st_dev),
+        st.st_ino
+    );
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Waiters' lines carry a `->` field first; the holder's does not.
+        if f.len() < 6 || f[1] != "FLOCK" || f[5] != id {
+            return None;
+        }
+        let pid: u32 = f[4].parse().ok()?;
+        let state = crate::procfs::Real.stat(pid)?.state;
+        matches!(state, 'T' | 't').then_some(pid)
+    })
+}
+
 /// The name of a claim's confirmation marker.
 fn marker(pid: u32, start: u64) -> String {
     format!("ok.{pid}.{start}")
 }
 
+/// The name of this user's directory when another user took the canonical one: derived
+/// from a key only this user can read (`$HOME/.cache/binder/ledger-key`, 128 random bits,
+/// made on first need) and this boot's id, so nobody else can take it first, and found
+/// with one look however many names others planted. `None` without a usable home.
+fn secret_name(uid: u32, home: &str) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    let dir = Path::new(home).join(".cache/binder");
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir);
+    let path = dir.join("ledger-key");
+    let read = || -> Option<String> {
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        (meta.is_file() && meta.uid() == uid && meta.mode() & 0o077 == 0 && meta.len() == 32)
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten()
+    };
+    let key = read().or_else(|| {
+        let mut random = [0u8; 16];
+        rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
+        let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .ok()?;
+        std::io::Write::write_all(&mut file, text.as_bytes()).ok()?;
+        drop(file);
+        read()
+    })?;
+    let boot = crate::procfs::read_small("/proc/sys/kernel/random/boot_id", 64).ok()?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    (key.as_str(), boot.trim()).hash(&mut hasher);
+    Some(format!("{PREFIX}{uid}.{:016x}", hasher.finish()))
+}
+
+/// How long this user's own directory is searched for among names others planted (when
+/// neither the canonical nor the secret name can be used).
+const OWN_SEARCH: Duration = Duration::from_millis(200);
+
 /// This user's directory in `root`, made when missing (see the module text).
-fn own_dir(root: &Path, uid: u32) -> Result<(PathBuf, OwnedFd), String> {
+fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedFd), String> {
     let shown = root.display();
     // A root named by BINDER_LEDGER_DIR that does not exist yet is this user's to make
     // (other users' launches will not trust it: it is not root's).
@@ -425,19 +510,35 @@ fn own_dir(root: &Path, uid: u32) -> Result<(PathBuf, OwnedFd), String> {
     }) {
         return Ok(found);
     }
-    // Somebody else has the name: this user's other directory (every name with this
-    // user's prefix is looked at: another user may have made thousands of them to hide
-    // it), else a new one.
+    // Somebody else has the name: the name only this user can know, made or found.
+    if let Some(secret) = home.and_then(|h| secret_name(uid, h)) {
+        let dir = root.join(secret);
+        if let Some(found) = mine(&dir).or_else(|| {
+            make(&dir);
+            mine(&dir)
+        }) {
+            return Ok(found);
+        }
+    }
+    // No home to keep a key in: this user's other directory (names with this user's
+    // prefix are looked at for a bounded time: another user may have made thousands of
+    // them to hide it), else a new one.
     let fallback = format!("{PREFIX}{uid}.");
     let mut names = Vec::new();
+    let until = Instant::now() + OWN_SEARCH;
     if let Some(mut listing) = list_dir(rfs::CWD, root) {
-        for_names(&mut listing, MAX_ROOT_ENTRIES, |name, _| {
-            if name.starts_with(&fallback) {
+        let mut seen = 0usize;
+        for_names(&mut listing, MAX_ROOT_ENTRIES, |name, kind| {
+            if name.starts_with(&fallback)
+                && matches!(kind, FileType::Directory | FileType::Unknown)
+            {
                 names.push(name.to_owned());
             }
-            true
+            seen += 1;
+            seen % 1024 != 0 || Instant::now() < until
         });
     }
+    names.truncate(MAX_DIRS_PER_USER * 16);
     names.sort();
     let owned = names.iter().map(|n| root.join(n)).find(|d| {
         rfs::statat(rfs::CWD, d, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_uid == uid)

@@ -1,16 +1,16 @@
-//! How much a claim is believed (SEMANTICS §13.1 item 2): only what `/proc` confirms.
+//! How much one of this user's own claims is believed (SEMANTICS §13.1 item 2): only
+//! what `/proc` confirms. Other users' claims are checked against the kernel's view
+//! instead (`super::kernel`, §13.2).
 //!
-//! A claim file is somebody's word; the process it names is the kernel's. A claim counts
-//! when its PID is alive (not a zombie) with the start time the file's *name* records,
-//! runs as the owner of the directory the file is in, and every thread of it may run only
-//! inside the claim's CPUs (a task may narrow its own affinity, as OpenMP runtimes do,
-//! never widen it). It then holds the CPUs its threads may really run on — never more —
-//! and its GPUs for as long as it lives. A thread that may run on every online CPU is
-//! bound by nobody and holds no CPU, whatever the claim says: one unbound process beside
-//! a claim of the whole node would otherwise keep every other user off the node (a job
-//! that binds a task to every CPU of the node therefore keeps nothing from others). The kernel offers no way to see which GPUs
-//! another user's process opened, so a GPU claim is believed while its live, verified
-//! process lasts; it dies with it.
+//! A claim file is a word; the process it names is the kernel's. A claim counts when its
+//! PID is alive (not a zombie) with the start time the file's *name* records, runs as the
+//! owner of the directory the file is in, and every thread of it may run only inside the
+//! claim's CPUs (a task may narrow its own affinity, as OpenMP runtimes do, never widen
+//! it). It then holds the CPUs its threads may really run on and its GPUs for as long as
+//! it lives. A task bound to every CPU of the node (a one-task `count: all` job) holds
+//! them all against the same user's other jobs: its claim is that user's own word.
+//! Between users the kernel cannot tell such a task from an unbound process, so there it
+//! holds nothing (see `super::kernel`).
 
 use std::collections::BTreeSet;
 
@@ -81,14 +81,6 @@ pub fn verify_claim(
         let threads = procs
             .threads(pid)
             .ok_or_else(|| format!("pid {pid} cannot be read"))?;
-        let online = procs.online();
-        // A thread that may run on every online CPU is bound by nobody: like any
-        // unbound process of its user, it keeps no CPU from anyone.
-        let unbound = |allowed: &Vec<usize>| {
-            online
-                .as_ref()
-                .is_some_and(|o| o.iter().all(|c| allowed.binary_search(c).is_ok()))
-        };
         for allowed in &threads {
             if allowed.is_empty() || !allowed.iter().all(|c| mine.binary_search(c).is_ok()) {
                 return Err(format!(
@@ -97,9 +89,7 @@ pub fn verify_claim(
                     crate::cpulist::cpu_list(&claim.cpus)
                 ));
             }
-            if !unbound(allowed) {
-                cpus.extend(allowed.iter().copied());
-            }
+            cpus.extend(allowed.iter().copied());
         }
     }
     Ok(Holder {

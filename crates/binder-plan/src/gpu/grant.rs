@@ -50,6 +50,9 @@ pub struct Grant {
     slurm: Option<Vec<String>>,
     /// PCI bus ids another job holds.
     held: Vec<String>,
+    /// PCI bus ids other users' claims name: left out unless the allocation names them
+    /// (SEMANTICS §13.2: another user's GPU claim never touches the job's own GPUs).
+    steer: Vec<String>,
     /// `gpu-ids: uuid`: name a GPU the allocation did not name by `GPU-<uuid>`.
     uuid: bool,
 }
@@ -74,6 +77,7 @@ impl Grant {
             lists: VENDOR_VARS.map(|(_, names)| first(names)),
             slurm: first(&SLURM_VARS),
             held: Vec::new(),
+            steer: Vec::new(),
             uuid: false,
         }
     }
@@ -88,6 +92,13 @@ impl Grant {
     /// The same grant less the GPUs (bus ids) other jobs hold.
     pub fn holding(mut self, held: Vec<String>) -> Grant {
         self.held = held;
+        self
+    }
+
+    /// The same grant steering clear of the GPUs (bus ids) other users claim, where the
+    /// job's allocation does not name GPUs of that vendor itself.
+    pub fn steering(mut self, steer: Vec<String>) -> Grant {
+        self.steer = steer;
         self
     }
 
@@ -109,6 +120,10 @@ impl Grant {
                 .iter()
                 .position(|(vendor, _)| *vendor == gpu.vendor)
                 .unwrap_or(0);
+            let allocated = self.lists[v].is_some() || self.slurm.is_some();
+            if !allocated && self.steer.contains(&gpu.busid) {
+                continue;
+            }
             let export = match &self.lists[v] {
                 Some(list) => {
                     let found = (0..list.len())
@@ -270,5 +285,23 @@ mod tests {
         // Held by another job: gone, whatever the allocation says.
         let g = grant(&[("CUDA_VISIBLE_DEVICES", "2,3")]).holding(vec!["0000:02:00.0".into()]);
         assert_eq!(kept(&g, four()), [(0, 3, "3".to_owned())]);
+    }
+
+    #[test]
+    fn other_users_claims_steer_only_outside_the_allocation() {
+        // GPUs 0 and 2 look claimed by another user.
+        let steer = vec!["0000:00:00.0".to_owned(), "0000:02:00.0".to_owned()];
+        // No allocation: steered clear of.
+        let g = grant(&[]).steering(steer.clone());
+        let numbers: Vec<usize> = kept(&g, four()).iter().map(|k| k.1).collect();
+        assert_eq!(numbers, [1, 3]);
+        // Slurm gave this job 2 and 3: both stay, whatever another user claims.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "2,3")]).steering(steer.clone());
+        assert_eq!(
+            kept(&g, four()),
+            [(0, 2, "2".to_owned()), (1, 3, "3".to_owned())]
+        );
+        let g = grant(&[("SLURM_STEP_GPUS", "2,3")]).steering(steer);
+        assert_eq!(kept(&g, four()).len(), 2);
     }
 }

@@ -85,39 +85,28 @@ impl Shape {
 
 /// [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
 pub fn read_text(path: &Path) -> Result<String, ShapeError> {
-    use std::io::Read as _;
-    let shown = path.display().to_string();
+    // The path is shown escaped: a name may hold control bytes (ESC, BEL) that must not
+    // reach a terminal raw.
+    let shown = binder_core::text::printable(&path.display().to_string(), 200);
     let read_error = |reason: String| ShapeError::Read {
         path: shown.clone(),
         reason,
     };
-    let meta = std::fs::metadata(path).map_err(|e| read_error(io_reason(&e)))?;
-    if meta.is_dir() {
-        return Err(read_error(
-            "it is a directory; give the YAML file inside it".into(),
-        ));
-    }
-    // A FIFO or a device is never read (a FIFO without a writer blocks forever), and the
-    // size is checked before a byte is.
-    binder_core::input::regular(path).map_err(read_error)?;
-    if meta.len() > MAX_SHAPE_BYTES as u64 {
-        return Err(read_error(format!(
-            "it is larger than {} KiB; a shape is a few lines of YAML",
-            MAX_SHAPE_BYTES / 1024
-        )));
-    }
-    let file = std::fs::File::open(path).map_err(|e| read_error(io_reason(&e)))?;
-    // Sized from the metadata (capped): one `read` instead of a doubling series.
-    let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_SHAPE_BYTES) + 1);
-    file.take(MAX_SHAPE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| read_error(io_reason(&e)))?;
-    if bytes.len() > MAX_SHAPE_BYTES {
-        return Err(read_error(format!(
-            "it is larger than {} KiB; a shape is a few lines of YAML",
-            MAX_SHAPE_BYTES / 1024
-        )));
-    }
+    // A FIFO or a device is never read (a FIFO without a writer blocks forever); what was
+    // opened is checked, not the path (which may be swapped between a look and the open),
+    // and the size before a byte is read.
+    let bytes = binder_core::input::read_bounded(path, MAX_SHAPE_BYTES).map_err(|why| {
+        read_error(if why.starts_with("it is a directory") {
+            "it is a directory; give the YAML file inside it".into()
+        } else if why.starts_with("it is larger") {
+            format!(
+                "it is larger than {} KiB; a shape is a few lines of YAML",
+                MAX_SHAPE_BYTES / 1024
+            )
+        } else {
+            why
+        })
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
         ShapeError::Invalid {
@@ -127,11 +116,6 @@ pub fn read_text(path: &Path) -> Result<String, ShapeError> {
         }
     })?;
     Ok(text)
-}
-
-/// An I/O error as a short reason with what to check.
-fn io_reason(e: &std::io::Error) -> String {
-    binder_core::input::reason(e)
 }
 
 /// 1-based line and column just after `bytes`.

@@ -7,6 +7,10 @@
 //! read is bounded (a status file is a few KiB; more is refused) and every number parsed
 //! is checked, so a hostile `comm` (it may hold spaces and parentheses) cannot confuse it.
 
+mod others;
+
+pub use others::MAX_PROCESSES;
+
 /// The biggest `/proc` file read (status files are about 1.5 KiB).
 const MAX_PROC_BYTES: u64 = 64 << 10;
 
@@ -36,6 +40,17 @@ pub struct Status {
     pub cpus: Vec<usize>,
 }
 
+/// Another user's process as the kernel shows it ([`Procs::others`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Other {
+    /// Its PID.
+    pub pid: u32,
+    /// Its owner (effective uid).
+    pub uid: u32,
+    /// Every thread's affinity (OS numbers, ascending), at most [`MAX_THREADS`] threads.
+    pub threads: Vec<Vec<usize>>,
+}
+
 /// Reads processes; [`Real`] reads `/proc`.
 pub trait Procs {
     /// This process's PID.
@@ -58,6 +73,40 @@ pub trait Procs {
     /// The node's online CPUs (`/sys/devices/system/cpu/online`), `None` when unknown: a
     /// thread that may run on all of them is bound by nobody.
     fn online(&self) -> Option<Vec<usize>> {
+        None
+    }
+    /// The CPUs a thread bound by nobody may run on: the online CPUs, less those the
+    /// system keeps from every process (PID 1's affinity: `isolcpus`, systemd's
+    /// `CPUAffinity=`). A thread allowed on all of them is not bound.
+    fn everywhere(&self) -> Option<Vec<usize>> {
+        self.online()
+    }
+    /// Every process of a user other than `me` and root, with every thread's affinity
+    /// (SEMANTICS §13.2: between users, the kernel's view decides); `None` when `/proc`
+    /// cannot be listed.
+    fn others(&self, me: u32) -> Option<Vec<Other>> {
+        let mut out = Vec::new();
+        for pid in self.pids()? {
+            let Some(status) = self.status(pid) else {
+                continue;
+            };
+            if status.uid == me || status.uid == 0 {
+                continue;
+            }
+            if let Some(threads) = self.threads(pid) {
+                out.push(Other {
+                    pid,
+                    uid: status.uid,
+                    threads,
+                });
+            }
+        }
+        out.sort_by_key(|o| o.pid);
+        Some(out)
+    }
+    /// Why `/proc` hides other users' processes from this one (`hidepid`, a PID
+    /// namespace of its own), when it does.
+    fn hidden(&self) -> Option<String> {
         None
     }
 }
@@ -117,6 +166,27 @@ impl Procs for Real {
         read("/sys/devices/system/cpu/online").and_then(|t| parse_list(t.trim()))
     }
 
+    fn everywhere(&self) -> Option<Vec<usize>> {
+        let online = self.online()?;
+        match affinity(Some(1)).filter(|a| !a.is_empty()) {
+            Some(init) => Some(
+                online
+                    .into_iter()
+                    .filter(|c| init.binary_search(c).is_ok())
+                    .collect(),
+            ),
+            None => Some(online),
+        }
+    }
+
+    fn others(&self, me: u32) -> Option<Vec<Other>> {
+        others::others(me)
+    }
+
+    fn hidden(&self) -> Option<String> {
+        others::hidden(rustix::process::geteuid().as_raw())
+    }
+
     fn pids(&self) -> Option<std::collections::HashSet<u32>> {
         let dir = std::fs::read_dir("/proc").ok()?;
         Some(
@@ -131,17 +201,13 @@ impl Procs for Real {
         let mut out = Vec::new();
         for entry in dir.take(MAX_THREADS).flatten() {
             let tid = entry.file_name();
-            let Some(tid) = tid
-                .to_str()
-                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
-            else {
+            let Some(tid) = tid.to_str().and_then(|t| t.parse::<u32>().ok()) else {
                 continue;
             };
-            // A thread that ended meanwhile is simply not there any more.
-            if let Some(status) =
-                read(&format!("/proc/{pid}/task/{tid}/status")).and_then(|t| parse_status(&t))
-            {
-                out.push(status.cpus);
+            // One system call, for any user's thread; a thread that ended meanwhile is
+            // simply not there any more.
+            if let Some(cpus) = affinity(Some(tid)) {
+                out.push(cpus);
             }
         }
         (!out.is_empty()).then_some(out)
@@ -242,6 +308,18 @@ impl Procs for RealOnce {
     fn pids(&self) -> Option<std::collections::HashSet<u32>> {
         Real.pids()
     }
+
+    fn everywhere(&self) -> Option<Vec<usize>> {
+        Real.everywhere()
+    }
+
+    fn others(&self, me: u32) -> Option<Vec<Other>> {
+        Real.others(me)
+    }
+
+    fn hidden(&self) -> Option<String> {
+        Real.hidden()
+    }
 }
 
 /// Parses a stat line. `comm` sits in parentheses and may itself hold `)` and spaces, so
@@ -326,6 +404,12 @@ fn number(digits: &[u8]) -> Option<usize> {
     digits.iter().try_fold(0usize, |n, &d| {
         d.is_ascii_digit().then(|| n * 10 + usize::from(d - b'0'))
     })
+}
+
+/// This process's effective uid: whose files the ledger writes, whose processes are
+/// "this user's".
+pub fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// A uid's login name (`getpwuid_r`), or the number when it has none.

@@ -1,0 +1,288 @@
+//! Between users, the kernel decides (SEMANTICS §13.2).
+//!
+//! Another user's CPUs are where their live threads may run, as `/proc` shows them
+//! ([`crate::procfs::Procs::others`]), never what a file says: a bound thread (one not
+//! allowed on every CPU, see [`crate::procfs::Procs::everywhere`]) holds the CPUs it may
+//! run on, whether binder bound it or not; an unbound one holds nothing. Other users'
+//! claim files add only what the kernel cannot show (their GPUs, their job's name) and
+//! are believed only for a process the kernel shows bound.
+//!
+//! This view costs about two system calls per process of another user, so it is taken
+//! only when another user is in sight (an entry of theirs in the ledger root) or the
+//! ledger cannot be used: a node where one user runs alone pays nothing for it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Claim, Holder, Scan, FORMAT};
+use crate::identity::job::JobId;
+use crate::procfs::Procs;
+use crate::view::Packing;
+
+/// Command names of a task that may still be settling its claim (binder's own, and the
+/// launcher processes a plugin binds in before exec): a rival that runs anything else
+/// has started its program and will not move.
+pub const SETTLING: [&str; 4] = ["binder", "binder-full", "slurmstepd", "flux-shell"];
+
+/// Another user's process as the kernel shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Its owner.
+    pub uid: u32,
+    /// The CPUs its bound threads may run on (ascending); empty when it is not bound.
+    pub cpus: Vec<usize>,
+}
+
+/// Every other user's process (but root's), by PID.
+#[derive(Debug, Clone, Default)]
+pub struct KernelView {
+    /// What each process holds.
+    pub procs: BTreeMap<u32, Seen>,
+    /// Why `/proc` hides other users' processes, when it does.
+    pub hidden: Option<String>,
+}
+
+impl KernelView {
+    /// The kernel's view now, as user `me` sees it; `None` when `/proc` cannot be listed.
+    pub fn look(procs: &dyn Procs, me: u32) -> Option<KernelView> {
+        let everywhere = procs.everywhere();
+        let unbound = |allowed: &Vec<usize>| {
+            everywhere
+                .as_ref()
+                .is_some_and(|e| e.iter().all(|c| allowed.binary_search(c).is_ok()))
+        };
+        let mut view = KernelView {
+            hidden: procs.hidden(),
+            ..KernelView::default()
+        };
+        for other in procs.others(me)? {
+            let cpus: BTreeSet<usize> = other
+                .threads
+                .iter()
+                .filter(|t| !t.is_empty() && !unbound(t))
+                .flatten()
+                .copied()
+                .collect();
+            view.procs.insert(
+                other.pid,
+                Seen {
+                    uid: other.uid,
+                    cpus: cpus.into_iter().collect(),
+                },
+            );
+        }
+        Some(view)
+    }
+
+    /// Whether any other user's process is bound.
+    pub fn any_bound(&self) -> bool {
+        self.procs.values().any(|s| !s.cpus.is_empty())
+    }
+}
+
+/// What the kernel shows about another user's claim of `pid` (started at `start`) in a
+/// directory of `owner`'s: its CPUs and whether it has started its program; `Err` says
+/// why the claim counts for nothing.
+pub fn check(
+    view: &KernelView,
+    procs: &dyn Procs,
+    owner: u32,
+    (pid, start): (u32, u64),
+) -> Result<(Vec<usize>, bool), String> {
+    let seen = view
+        .procs
+        .get(&pid)
+        .ok_or_else(|| format!("pid {pid} is gone, or not another user's"))?;
+    if seen.uid != owner {
+        return Err(format!(
+            "pid {pid} belongs to uid {}, the file to uid {owner}",
+            seen.uid
+        ));
+    }
+    let stat = procs
+        .stat(pid)
+        .filter(|s| !s.ended())
+        .ok_or_else(|| format!("pid {pid} is gone"))?;
+    if stat.start != start {
+        return Err(format!("pid {pid} is another process now"));
+    }
+    Ok((seen.cpus.clone(), !SETTLING.contains(&stat.comm.as_str())))
+}
+
+/// A claim read from another user's file, as far as the kernel confirms it: it holds the
+/// CPUs the kernel shows, and its GPUs only while its process is bound.
+pub fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed: bool) -> Holder {
+    if cpus.is_empty() {
+        claim.gpus.clear();
+    }
+    Holder {
+        owner,
+        claim,
+        cpus,
+        confirmed,
+    }
+}
+
+/// Adds to `scan` every bound process of another user that no claim read accounts for,
+/// as a task of a job named after it, and notes what `view` says about hidden processes.
+pub fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Scan) {
+    scan.kernel = true;
+    if scan.hidden.is_none() {
+        scan.hidden.clone_from(&view.hidden);
+    }
+    let known: BTreeSet<u32> = scan.holders.iter().map(|h| h.claim.pid).collect();
+    for (&pid, seen) in &view.procs {
+        if seen.cpus.is_empty() || known.contains(&pid) {
+            continue;
+        }
+        let Some(stat) = procs.stat(pid).filter(|s| !s.ended()) else {
+            continue;
+        };
+        scan.holders.push(Holder {
+            owner: seen.uid,
+            claim: Claim {
+                format: FORMAT,
+                job: JobId(format!("pid:{pid}")),
+                rank: 0,
+                size: 1,
+                pid,
+                start: stat.start,
+                cpus: seen.cpus.clone(),
+                gpus: Vec::new(),
+                pack: Packing::Fill,
+                unit: "pu".into(),
+                places: seen.cpus.len(),
+            },
+            cpus: seen.cpus.clone(),
+            confirmed: !SETTLING.contains(&stat.comm.as_str()),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::{Stat, Status};
+
+    /// Processes: (pid, uid, comm, threads).
+    struct Fake(Vec<(u32, u32, &'static str, Vec<Vec<usize>>)>);
+
+    impl Procs for Fake {
+        fn me(&self) -> u32 {
+            1
+        }
+        fn stat(&self, pid: u32) -> Option<Stat> {
+            let p = self.0.iter().find(|p| p.0 == pid)?;
+            Some(Stat {
+                comm: p.2.into(),
+                state: 'S',
+                ppid: 1,
+                pgrp: pid,
+                start: u64::from(pid) * 10,
+            })
+        }
+        fn status(&self, pid: u32) -> Option<Status> {
+            let p = self.0.iter().find(|p| p.0 == pid)?;
+            Some(Status {
+                uid: p.1,
+                cpus: p.3[0].clone(),
+            })
+        }
+        fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+            Some(self.0.iter().find(|p| p.0 == pid)?.3.clone())
+        }
+        fn pids(&self) -> Option<std::collections::HashSet<u32>> {
+            Some(self.0.iter().map(|p| p.0).collect())
+        }
+        fn online(&self) -> Option<Vec<usize>> {
+            Some(vec![0, 1, 2, 3])
+        }
+    }
+
+    fn node() -> Fake {
+        Fake(vec![
+            // bob's task on CPU 1; his shell, unbound.
+            (10, 1001, "app", vec![vec![1]]),
+            (11, 1001, "bash", vec![vec![0, 1, 2, 3]]),
+            // mallory: one thread of many bound to 3, the rest anywhere.
+            (20, 1002, "sleep", vec![vec![0, 1, 2, 3], vec![3]]),
+            // root's pinned daemon and alice's own task: not looked at.
+            (30, 0, "irqd", vec![vec![2]]),
+            (40, 1000, "app", vec![vec![2]]),
+            // bob's task still in binder.
+            (50, 1001, "binder", vec![vec![0]]),
+        ])
+    }
+
+    #[test]
+    fn bound_threads_hold_unbound_ones_do_not() {
+        let view = KernelView::look(&node(), 1000).unwrap();
+        let held: Vec<(u32, Vec<usize>)> = view
+            .procs
+            .iter()
+            .map(|(p, s)| (*p, s.cpus.clone()))
+            .collect();
+        assert_eq!(
+            held,
+            vec![(10, vec![1]), (11, vec![]), (20, vec![3]), (50, vec![0])]
+        );
+        assert!(view.any_bound());
+    }
+
+    #[test]
+    fn a_claim_counts_as_the_kernel_shows_it() {
+        let procs = node();
+        let view = KernelView::look(&procs, 1000).unwrap();
+        assert_eq!(check(&view, &procs, 1001, (10, 100)), Ok((vec![1], true)));
+        assert_eq!(check(&view, &procs, 1001, (50, 500)), Ok((vec![0], false)));
+        // Another user's PID, a reused PID, root's, one's own: nothing.
+        assert!(check(&view, &procs, 1002, (10, 100)).is_err());
+        assert!(check(&view, &procs, 1001, (10, 99)).is_err());
+        assert!(check(&view, &procs, 0, (30, 300)).is_err());
+        assert!(check(&view, &procs, 1000, (40, 400)).is_err());
+    }
+
+    #[test]
+    fn an_unbound_process_holds_no_gpu() {
+        let claim = Claim {
+            format: FORMAT,
+            job: JobId("j".into()),
+            rank: 0,
+            size: 1,
+            pid: 11,
+            start: 110,
+            cpus: vec![0, 1, 2, 3],
+            gpus: vec!["0000:01:00.0".into()],
+            pack: Packing::Fill,
+            unit: "core".into(),
+            places: 4,
+        };
+        assert!(believe(1001, claim.clone(), vec![], true)
+            .claim
+            .gpus
+            .is_empty());
+        assert_eq!(believe(1001, claim, vec![1], true).claim.gpus.len(), 1);
+    }
+
+    #[test]
+    fn bound_processes_without_a_claim_are_holders() {
+        let procs = node();
+        let view = KernelView::look(&procs, 1000).unwrap();
+        let mut scan = Scan::new(1000);
+        add_unclaimed(&view, &procs, &mut scan);
+        let held: Vec<(u32, Vec<usize>, bool)> = scan
+            .holders
+            .iter()
+            .map(|h| (h.claim.pid, h.cpus.clone(), h.confirmed))
+            .collect();
+        assert_eq!(
+            held,
+            vec![
+                (10, vec![1], true),
+                (20, vec![3], true),
+                (50, vec![0], false)
+            ]
+        );
+        assert_eq!(scan.cpus(), vec![0, 1, 3]);
+        assert!(scan.kernel);
+    }
+}

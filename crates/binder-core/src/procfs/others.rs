@@ -1,0 +1,117 @@
+//! Other users' processes as the kernel shows them (SEMANTICS §13.2): who runs where,
+//! read in about two system calls per process so that a look at the whole node costs
+//! about a millisecond, not one file read per thread.
+//!
+//! Per process: one `statat` of `/proc/PID/task` gives its owner (the directory's uid,
+//! the process's effective uid) and its thread count (the directory's link count less
+//! two); a single-threaded process then costs one `sched_getaffinity`, which any user
+//! may call on any thread, and a threaded one a listing of its threads and one call
+//! each. Root's processes (kernel threads among them) and this user's own are skipped:
+//! the system's own pinned daemons are not jobs, and a user's own jobs are known from
+//! that user's own ledger files.
+
+use std::ffi::CStr;
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+
+use super::{affinity, Other, MAX_THREADS};
+
+/// The most processes looked at (a node's `pid_max` is at most 4,194,304; far fewer run).
+pub const MAX_PROCESSES: usize = 1 << 20;
+
+/// Every process of a user other than `me` and root (see the module text); `None` when
+/// `/proc` cannot be listed.
+pub(super) fn others(me: u32) -> Option<Vec<Other>> {
+    let proc = rfs::openat(
+        rfs::CWD,
+        "/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut listing = rfs::Dir::read_from(&proc).ok()?;
+    let mut out = Vec::new();
+    for entry in listing.by_ref().take(MAX_PROCESSES) {
+        let Ok(entry) = entry else {
+            break;
+        };
+        let Some(pid) = number(entry.file_name()) else {
+            continue;
+        };
+        let task = format!("{pid}/task");
+        // A process that ended since the listing is simply not there.
+        let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
+            continue;
+        };
+        if st.st_uid == me || st.st_uid == 0 {
+            continue;
+        }
+        // `st_nlink` is u64 on x86_64 but u32 on other targets.
+        #[allow(clippy::useless_conversion)]
+        let count = u64::from(st.st_nlink).saturating_sub(2);
+        let threads = if count <= 1 {
+            affinity(Some(pid)).into_iter().collect()
+        } else {
+            threads(&proc, &task)
+        };
+        if !threads.is_empty() {
+            out.push(Other {
+                pid,
+                uid: st.st_uid,
+                threads,
+            });
+        }
+    }
+    Some(out)
+}
+
+/// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]).
+fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> Vec<Vec<usize>> {
+    let Ok(dir) = rfs::openat(
+        proc,
+        task,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return Vec::new();
+    };
+    let Ok(listing) = rfs::Dir::new(dir) else {
+        return Vec::new();
+    };
+    listing
+        .take(MAX_THREADS + 2)
+        .map_while(Result::ok)
+        .filter_map(|e| number(e.file_name()))
+        .filter_map(|tid| affinity(Some(tid)))
+        .collect()
+}
+
+/// A `/proc` entry's name as a PID, when it is one.
+fn number(name: &CStr) -> Option<u32> {
+    let bytes = name.to_bytes();
+    if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// Why `/proc` hides other users' processes from this one, when it does: `hidepid`
+/// (PID 1 cannot be read, or is not there at all) or a PID namespace of its own (the
+/// `NSpid` line names more than one PID). Root sees through `hidepid`.
+pub(super) fn hidden(me_uid: u32) -> Option<String> {
+    if let Ok(status) = super::read_small("/proc/self/status", 16 << 10) {
+        let nspid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .map_or(1, |v| v.split_whitespace().count());
+        if nspid > 1 {
+            return Some("binder runs in a PID namespace of its own, so /proc shows only the processes of that namespace".into());
+        }
+    }
+    if me_uid != 0 && super::read_small("/proc/1/stat", 4096).is_err() {
+        return Some(
+            "/proc is mounted with hidepid, so other users' processes are hidden from you".into(),
+        );
+    }
+    None
+}
