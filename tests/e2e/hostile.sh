@@ -271,6 +271,9 @@ end = time.time() + 15
 while time.time() < end:
     want = set()
     for f in glob.glob("/dev/shm/binder-ledger.%s*/c.*" % os.environ["ALICE"]):
+        # Her live claims only (a dead one stays until alice tidies it).
+        if not os.path.exists("/proc/" + os.path.basename(f).split(".")[1]):
+            continue
         try:
             text = json.load(open(f))["cpus"]
             for part in text.split(","):
