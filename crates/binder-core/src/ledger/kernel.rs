@@ -79,6 +79,15 @@ impl KernelView {
     }
 }
 
+/// The kernel's view for `scan`'s user, or `None` with `scan` saying why it is missing.
+pub fn look(procs: &dyn Procs, scan: &mut Scan) -> Option<KernelView> {
+    let view = KernelView::look(procs, scan.me);
+    if view.is_none() {
+        scan.incomplete = Some("/proc cannot be listed".into());
+    }
+    view
+}
+
 /// What the kernel shows about another user's claim of `pid` (started at `start`) in a
 /// directory of `owner`'s: its CPUs and whether it has started its program; `Err` says
 /// why the claim counts for nothing.

@@ -263,6 +263,17 @@ impl Scan {
         }
     }
 
+    /// Adds what only steers a plan (SEMANTICS §13.2), kept sorted and deduplicated (a
+    /// few hundred claims of 65,536 CPUs each stay one list of distinct CPUs).
+    pub fn steer(&mut self, cpus: &[usize], gpus: &[String]) {
+        self.steer_cpus.extend_from_slice(cpus);
+        self.steer_cpus.sort_unstable();
+        self.steer_cpus.dedup();
+        self.steer_gpus.extend_from_slice(gpus);
+        self.steer_gpus.sort_unstable();
+        self.steer_gpus.dedup();
+    }
+
     /// Records an ignored file (only the first [`MAX_IGNORED`]).
     pub fn ignore(&mut self, file: &str, owner: Option<u32>, why: String) {
         if self.ignored.len() < MAX_IGNORED {

@@ -21,8 +21,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType};
 use super::fsio::{for_names, list_dir, open_dir, read_at};
 use super::kernel::{self, KernelView};
 use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
-use super::verify::{self, claim_name};
-use super::{Claim, Scan, FORMAT};
+use super::verify::{self, claim_name, parse_claim};
+use super::Scan;
 use crate::procfs::Procs;
 
 /// The most names read from one user directory.
@@ -58,9 +58,8 @@ struct Reading<'a> {
 /// used (SEMANTICS §13.2: the fallback is the kernel's view, never an empty node).
 pub fn kernel_scan(procs: &dyn Procs, me: u32) -> Scan {
     let mut scan = Scan::new(me);
-    match KernelView::look(procs, me) {
-        Some(view) => kernel::add_unclaimed(&view, procs, &mut scan),
-        None => scan.incomplete = Some("/proc cannot be listed".into()),
+    if let Some(view) = kernel::look(procs, &mut scan) {
+        kernel::add_unclaimed(&view, procs, &mut scan);
     }
     scan
 }
@@ -72,7 +71,9 @@ impl Ledger {
         let deadline = Instant::now() + SCAN_BUDGET;
         let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
             scan.incomplete = Some(format!("{} cannot be read", self.root().display()));
-            take_kernel_view(procs, self.uid(), scan);
+            if let Some(view) = kernel::look(procs, scan) {
+                kernel::add_unclaimed(&view, procs, scan);
+            }
             return;
         };
         let own_name = self
@@ -101,10 +102,7 @@ impl Ledger {
         if names.is_empty() && complete {
             return;
         }
-        let view = KernelView::look(procs, self.uid());
-        if view.is_none() {
-            scan.incomplete = Some("/proc cannot be listed".into());
-        }
+        let view = kernel::look(procs, scan);
         let mut reading = Reading {
             procs,
             me: self.uid(),
@@ -185,14 +183,6 @@ impl Ledger {
     }
 }
 
-/// Takes the kernel's view into `scan` (the root could not be listed).
-fn take_kernel_view(procs: &dyn Procs, me: u32, scan: &mut Scan) {
-    match KernelView::look(procs, me) {
-        Some(view) => kernel::add_unclaimed(&view, procs, scan),
-        None => scan.incomplete = Some("/proc cannot be listed".into()),
-    }
-}
-
 /// One other directory's claims: names first (markers, claims of live processes), then
 /// the files of those alone.
 fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>, scan: &mut Scan) {
@@ -268,12 +258,10 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
             continue;
         }
         match kernel::check(view, reading.procs, owner, (pid, start)) {
-            Ok((cpus, started)) => match parse(read(), pid, start) {
+            Ok((cpus, started)) => match read().and_then(|t| parse_claim(&t, (pid, start))) {
                 Ok(claim) => {
                     let holder = kernel::believe(owner, claim, cpus, confirmed || started);
-                    scan.steer_gpus.extend(holder.claim.gpus.iter().cloned());
-                    scan.steer_gpus.sort_unstable();
-                    scan.steer_gpus.dedup();
+                    scan.steer(&[], &holder.claim.gpus);
                     scan.holders.push(holder);
                 }
                 Err(why) => scan.ignore(&shown, Some(owner), why),
@@ -281,31 +269,11 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
             // Where /proc hides them, what their claims say steers and nothing more.
             Err(_) if hidden && reading.steered < MAX_STEER => {
                 reading.steered += 1;
-                if let Ok(claim) = parse(read(), pid, start) {
-                    scan.steer_cpus.extend(claim.cpus.iter().copied());
-                    scan.steer_cpus.sort_unstable();
-                    scan.steer_cpus.dedup();
-                    scan.steer_gpus.extend(claim.gpus);
-                    scan.steer_gpus.sort_unstable();
-                    scan.steer_gpus.dedup();
+                if let Ok(claim) = read().and_then(|t| parse_claim(&t, (pid, start))) {
+                    scan.steer(&claim.cpus, &claim.gpus);
                 }
             }
             Err(why) => scan.ignore(&shown, Some(owner), why),
         }
     }
-}
-
-/// A claim file's text, checked to be binder's format, for the process its name names.
-fn parse(text: Result<String, String>, pid: u32, start: u64) -> Result<Claim, String> {
-    let claim: Claim = serde_json::from_str(&text?).map_err(|e| format!("corrupt: {e}"))?;
-    if claim.format != FORMAT {
-        return Err(format!("format {} (binder writes {FORMAT})", claim.format));
-    }
-    if claim.pid != pid || claim.start != start {
-        return Err("its content names another process than its name".into());
-    }
-    if claim.gpus.len() > verify::MAX_GPUS || claim.gpus.iter().any(|g| g.len() > 64) {
-        return Err("names too many GPUs".into());
-    }
-    Ok(claim)
 }

@@ -31,6 +31,23 @@ pub fn claim_name(name: &str) -> Option<(u32, u64, usize)> {
     Some((pid, start, rank))
 }
 
+/// A claim file's text, checked to be binder's format and to name the process (`pid`,
+/// `start`) its file name names; `Err` says why it counts for nothing. Every claim read,
+/// this user's or another's, goes through it.
+pub fn parse_claim(text: &str, (pid, start): (u32, u64)) -> Result<Claim, String> {
+    let claim: Claim = serde_json::from_str(text).map_err(|e| format!("corrupt: {e}"))?;
+    if claim.format != FORMAT {
+        return Err(format!("format {} (binder writes {FORMAT})", claim.format));
+    }
+    if claim.pid != pid || claim.start != start {
+        return Err("its content names another process than its name".into());
+    }
+    if claim.gpus.len() > MAX_GPUS || claim.gpus.iter().any(|g| g.len() > 64) {
+        return Err("names too many GPUs".into());
+    }
+    Ok(claim)
+}
+
 /// Whether a process with `pid` and `start` is alive (not a zombie).
 pub fn alive(procs: &dyn Procs, pid: u32, start: u64) -> bool {
     procs
@@ -55,17 +72,7 @@ pub fn verify_claim(
     if stat.start != start {
         return Err(format!("pid {pid} is another process now"));
     }
-    let text = read()?;
-    let claim: Claim = serde_json::from_str(&text).map_err(|e| format!("corrupt: {e}"))?;
-    if claim.format != FORMAT {
-        return Err(format!("format {} (binder writes {FORMAT})", claim.format));
-    }
-    if claim.pid != pid || claim.start != start {
-        return Err("its content names another process than its name".into());
-    }
-    if claim.gpus.len() > MAX_GPUS || claim.gpus.iter().any(|g| g.len() > 64) {
-        return Err("names too many GPUs".into());
-    }
+    let claim = parse_claim(&read()?, (pid, start))?;
     let status = procs
         .status(pid)
         .ok_or_else(|| format!("pid {pid} cannot be read"))?;
