@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags};
 
 use super::fsio::{for_names, list_dir, make, open_usable, read_at, write_new};
-use super::others::{MAX_DIRS_PER_USER, MAX_ROOT_ENTRIES};
+use super::others::MAX_ROOT_ENTRIES;
 use super::verify::{self, claim_name};
 use super::{Claim, JobPlan, LedgerError, RawJobPlan, Reserved, Scan, GRACE_SECS};
 use crate::identity::job::JobId;
@@ -451,14 +451,22 @@ fn secret_name(uid: u32, home: &str) -> Option<String> {
         let mut random = [0u8; 16];
         rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
         let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        // Written whole under a private name, then linked into place: two first launches
+        // at once both end up reading the one key that won the link.
+        let tmp = dir.join(format!(".ledger-key.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)
+            .open(&tmp)
             .ok()?;
-        std::io::Write::write_all(&mut file, text.as_bytes()).ok()?;
+        let written = std::io::Write::write_all(&mut file, text.as_bytes()).is_ok();
         drop(file);
+        if written {
+            let _ = std::fs::hard_link(&tmp, &path);
+        }
+        let _ = std::fs::remove_file(&tmp);
         read()
     })?;
     let boot = crate::procfs::read_small("/proc/sys/kernel/random/boot_id", 64).ok()?;
@@ -538,11 +546,16 @@ fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedF
             seen % 1024 != 0 || Instant::now() < until
         });
     }
-    names.truncate(MAX_DIRS_PER_USER * 16);
     names.sort();
-    let owned = names.iter().map(|n| root.join(n)).find(|d| {
-        rfs::statat(rfs::CWD, d, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_uid == uid)
-    });
+    // Each candidate costs a `statat`; the same deadline bounds them (every candidate is
+    // looked at while it lasts, so a few planted names never hide this user's own).
+    let owned = names
+        .iter()
+        .map(|n| root.join(n))
+        .take_while(|_| Instant::now() < until)
+        .find(|d| {
+            rfs::statat(rfs::CWD, d, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_uid == uid)
+        });
     if let Some(found) = owned.as_deref().and_then(mine) {
         return Ok(found);
     }

@@ -349,3 +349,42 @@ fn concurrent_first_opens_share_one_directory() {
         );
     }
 }
+
+#[test]
+fn a_taken_name_with_a_home_is_one_only_this_user_can_know() {
+    let dir = root("secret");
+    let home = root("secret-home");
+    let uid = rustix::process::geteuid().as_raw();
+    std::fs::write(dir.join(format!("binder-ledger.{uid}")), "x").unwrap();
+    let (d, h) = (dir.display().to_string(), home.display().to_string());
+    let env = move |k: &str| match k {
+        "BINDER_LEDGER_DIR" => Some(d.clone()),
+        "HOME" => Some(h.clone()),
+        _ => None,
+    };
+    // Eight first launches at once agree on one key, hence one directory.
+    let dirs: Vec<std::path::PathBuf> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| Ledger::open(&env).unwrap().dir().to_owned()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(dirs.iter().all(|d| *d == dirs[0]), "{dirs:?}");
+    // The key is this user's alone, and the name is not the key.
+    let key = home.join(".cache/binder/ledger-key");
+    let meta = std::fs::metadata(&key).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077,
+        0
+    );
+    let text = std::fs::read_to_string(&key).unwrap();
+    assert_eq!(text.len(), 32);
+    assert!(!dirs[0].display().to_string().contains(&text[..16]));
+    // Planted names with this user's prefix change nothing: it is found with one look.
+    for n in 0..100 {
+        std::fs::create_dir(dir.join(format!("binder-ledger.{uid}.{n:016x}"))).unwrap();
+    }
+    assert_eq!(Ledger::open(&env).unwrap().dir(), dirs[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&home);
+}
