@@ -198,12 +198,12 @@ pub fn run(
     if config.source == Source::Host && crate::hwenv::trust_own_xml(&topology) {
         topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
     }
-    let mut topology = topology
+    let topology = topology
         .within(envelope.cpus.as_deref())
         .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
-    topology.set_gpu_grant(grant);
     let request = PlanRequest::new(&shape, &topology, identity.size)
+        .grant(&grant)
         .origin(&origin)
         .gpus_per_task(config.gpus_per_task);
     if config.action == Action::Explain {

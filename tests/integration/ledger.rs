@@ -19,7 +19,7 @@ fn two_packages() -> Topology {
 fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>, String> {
     let mut shape = Shape::from_yaml(yaml, "t.yaml").unwrap();
     shape.options.pack = Some(pack);
-    binder_plan::pack::plan_around(
+    binder_plan::plan_around(
         &binder_plan::PlanRequest::new(&shape, &two_packages(), 1)
             .origin("t.yaml")
             .held(held),

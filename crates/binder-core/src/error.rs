@@ -18,12 +18,6 @@ pub enum Error {
     /// The node ledger: its lock, or other jobs holding the units.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    /// The warm path ([`crate::launch::warm`]) cannot go on without hwloc (a node cache
-    /// miss, other jobs to plan around, `--verbose`, `membind`, any refusal to explain):
-    /// the `binder` executable hands the launch to `binder-full`, having changed nothing.
-    /// Never shown to a user.
-    #[error("the warm launch path hands over to binder-full")]
-    HandOver,
 }
 
 impl Error {

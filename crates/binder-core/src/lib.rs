@@ -9,6 +9,7 @@ pub mod cache;
 pub mod cpulist;
 pub mod envelope;
 pub mod error;
+mod exe;
 pub mod exit_code;
 pub mod identity;
 pub mod input;
@@ -19,8 +20,4 @@ pub mod text;
 pub mod view;
 
 pub use error::Error;
-
-/// The executable users type: a launch line's warm path, linked without libhwloc.
-pub const FRONT_EXE: &str = "binder";
-/// The executable `binder` hands everything else to, installed beside it.
-pub const FULL_EXE: &str = "binder-full";
+pub use exe::{FRONT_EXE, FULL_EXE};

@@ -24,8 +24,8 @@ use std::os::unix::process::CommandExt;
 use binder_core::exit_code;
 use binder_core::identity::ProcessEnv;
 use binder_core::launch::line::{report_word, LaunchLine};
-use binder_core::launch::warm::warm;
-use binder_core::{Error, FULL_EXE as FULL};
+use binder_core::launch::warm::{warm, Stop};
+use binder_core::FULL_EXE as FULL;
 
 /// The C entry point (see the module doc).
 #[cfg(not(test))]
@@ -44,7 +44,7 @@ pub extern "C" fn main(
                 &ProcessEnv,
                 &mut std::io::stderr(),
             ) {
-                Error::HandOver => {
+                Stop::HandOver => {
                     if std::env::var_os("BINDER_CACHE_TRACE").is_some_and(|v| v == "1") {
                         binder_core::text::emit(
                             &mut std::io::stderr(),
@@ -52,7 +52,7 @@ pub extern "C" fn main(
                         );
                     }
                 }
-                err => {
+                Stop::Refused(err) => {
                     binder_core::text::emit(&mut std::io::stderr(), &err.to_string());
                     std::process::exit(err.exit_code());
                 }

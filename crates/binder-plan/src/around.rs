@@ -9,10 +9,10 @@ use std::io::Write;
 
 use crate::error::PlanError;
 use crate::gpu::Grant;
+use crate::report;
 use crate::shape::Shape;
 use crate::topology::Topology;
 use crate::PlanRequest;
-use crate::{pack, report};
 use binder_core::cache::launch as cache;
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
 use binder_core::launch::LaunchError;
@@ -87,11 +87,8 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
     fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
         let t = (self.load)(self.shape)?;
         let cores = job.envelope.cores.as_deref().map(|c| t.cores_pus(c));
-        let mut t = t
-            .within(job.envelope.cpus.as_deref().or(cores.as_deref()))
-            .map_err(PlanError::from)?;
-        t.set_gpu_grant(self.grant.clone());
-        Ok(t)
+        Ok(t.within(job.envelope.cpus.as_deref().or(cores.as_deref()))
+            .map_err(PlanError::from)?)
     }
 }
 
@@ -115,8 +112,8 @@ where
         err: &mut impl Write,
     ) -> Result<Planned, E> {
         let pack = self.shape.options.pack.unwrap_or_default();
-        let mut t = self.load(job)?;
-        let views = around::<E>(job, self.shape, &self.grant, scan, avoid, &mut t, err)?;
+        let t = self.load(job)?;
+        let views = around::<E>(job, self.shape, &self.grant, scan, avoid, &t, err)?;
         self.topology = Some(t);
         Ok((views, pack.into()))
     }
@@ -141,7 +138,7 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
             return Ok(views);
         }
         let t = self.load(job)?;
-        let plan = crate::plan(&request(job, shape, &t))?;
+        let plan = crate::plan(&request(job, shape, &t).grant(&self.grant))?;
         if job.verbose {
             if let Some(line) = report::kinds_line(&plan) {
                 binder_core::text::emit(err, &line);
@@ -196,7 +193,7 @@ fn around<E: From<PlanError> + From<LedgerError>>(
     grant: &Grant,
     scan: &Scan,
     avoid: &Avoid,
-    t: &mut Topology,
+    t: &Topology,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, E> {
     if !scan.steer_cpus.is_empty() || !scan.steer_gpus.is_empty() {
@@ -220,21 +217,21 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
     shape: &Shape,
     grant: &Grant,
     (scan, avoid, steer): (&Scan, &Avoid, &[usize]),
-    t: &mut Topology,
+    t: &Topology,
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, E> {
     let mut held_gpus: BTreeSet<String> = scan.own_gpus().into_iter().collect();
     held_gpus.extend(avoid.gpus.iter().cloned());
     let held_gpus: Vec<String> = held_gpus.into_iter().collect();
-    t.set_gpu_grant(grant.clone().holding(held_gpus.clone()));
-    if let Ok(plan) = crate::plan(&request(job, shape, t)) {
+    let holding = grant.clone().holding(held_gpus.clone());
+    if let Ok(plan) = crate::plan(&request(job, shape, t).grant(&holding)) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
             return Ok(views(&plan, shape));
         }
     }
     let loads = loads(t, scan, avoid, steer);
     let held: Vec<usize> = loads.keys().copied().collect();
-    let plan = match pack::plan_around(&request(job, shape, t).held(&held)) {
+    let plan = match crate::plan_around(&request(job, shape, t).grant(&holding).held(&held)) {
         Ok(plan) => {
             if job.verbose {
                 binder_core::text::emit(
@@ -252,14 +249,19 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
         }
         Err(refusal) => {
             // Would it fit on an empty node? Then the other jobs are why.
-            t.set_gpu_grant(grant.clone());
-            let Ok(alone) = crate::plan(&request(job, shape, t)) else {
+            let Ok(alone) = crate::plan(&request(job, shape, t).grant(grant)) else {
                 return Err(refusal.into());
             };
             if !shape.options.share {
                 return Err(occupied(&refusal, &alone, scan, t, job.origin).into());
             }
-            shared(job, shape, t, &loads, err).unwrap_or(alone)
+            shared(
+                &request(job, shape, t).grant(grant),
+                &loads,
+                job.verbose,
+                err,
+            )
+            .unwrap_or(alone)
         }
     };
     Ok(views(&plan, shape))
@@ -269,10 +271,9 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
 /// k tasks, for the smallest k that fits, so tasks spread over the least loaded units
 /// instead of all landing on the first.
 fn shared(
-    job: &Job<'_>,
-    shape: &Shape,
-    t: &Topology,
+    request: &PlanRequest<'_>,
     loads: &BTreeMap<usize, usize>,
+    verbose: bool,
     err: &mut impl Write,
 ) -> Option<crate::distribute::Plan> {
     let levels: BTreeSet<usize> = loads.values().copied().collect();
@@ -282,9 +283,8 @@ fn shared(
             .filter(|(_, &n)| n > k)
             .map(|(&p, _)| p)
             .collect();
-        let planned = pack::plan_around(&request(job, shape, t).held(&skip));
-        if let Ok(plan) = planned {
-            if job.verbose {
+        if let Ok(plan) = crate::plan_around(&request.held(&skip)) {
+            if verbose {
                 binder_core::text::emit(
                     err,
                     &format!("too few free units: shares units held by at most {k} other task(s) (share)"),

@@ -33,4 +33,6 @@ pub mod unit;
 pub mod view;
 
 pub use error::PlanError;
-pub use planner::{fill_ge_topology, load_topology, plan, plan_traced, preview, PlanRequest};
+pub use planner::{
+    fill_ge_topology, load_topology, plan, plan_around, plan_traced, preview, PlanRequest,
+};

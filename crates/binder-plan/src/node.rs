@@ -169,7 +169,7 @@ pub fn build(
     let mut sums: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
     let mut jobs = Vec::new();
     let numbers: Vec<(String, usize)> = if topology.has_io() {
-        crate::gpu::discover_all(topology)
+        crate::gpu::discover(topology)
             .into_iter()
             .map(|g| (g.busid, g.number))
             .collect()

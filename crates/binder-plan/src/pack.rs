@@ -24,7 +24,6 @@ use crate::ge::request::{Mark, Request, Strategy};
 use crate::ge::Letter;
 use crate::shape::{ObjType, Pack};
 use crate::topology::Topology;
-use crate::PlanRequest;
 
 /// Each object of type `kind` as its allowed PUs (OS numbers), in logical order; objects
 /// with none are left out.
@@ -92,18 +91,21 @@ pub(crate) fn into_request(request: &mut Request, pack: Pack) {
     }
 }
 
-/// Plans `request` around the PUs it holds (`held`, other jobs'), with the shape's packing
-/// policy.
-pub fn plan_around(request: &PlanRequest<'_>) -> Result<Plan, Error> {
-    let (shape, topology) = (request.shape, request.topology);
+/// Plans `shape` on `topology` around the PUs other jobs hold (`held`), with the shape's
+/// packing policy: `plan` plans with a list of PUs to skip (the planner's entry point,
+/// handed in so that this policy sits below the planner: [`crate::planner::plan_around`]).
+pub(crate) fn around(
+    shape: &crate::shape::Shape,
+    topology: &Topology,
+    held: &[usize],
+    plan: impl Fn(&[usize]) -> Result<Plan, Error>,
+) -> Result<Plan, Error> {
     let allowed = topology.hw().allowed_cpuset();
-    let held: Vec<usize> = request
-        .held
+    let held: Vec<usize> = held
         .iter()
         .copied()
         .filter(|&p| allowed.is_set(p))
         .collect();
-    let plan = |skip: &[usize]| crate::plan(&request.held(skip));
     if held.is_empty() {
         return plan(&[]);
     }

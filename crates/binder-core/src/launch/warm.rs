@@ -1,10 +1,13 @@
 //! The `binder` executable's launch: as far as a plain launch line goes without hwloc and
 //! without parsing the shape. It binds from the node cache, or from the plan the job's
 //! first task recorded in the node ledger, and execs, never returning; it returns the
-//! error that stopped the launch, or [`Error::HandOver`], having changed nothing, for
-//! everything that needs the topology or the parsed shape (a cache miss, other jobs to
-//! plan around, `membind`), and for a ledger that cannot be trusted. Then `binder-full`
-//! runs the whole command line again and says why.
+//! error that stopped the launch ([`Stop::Refused`]), or [`Stop::HandOver`], having
+//! changed nothing, for everything that needs the topology or the parsed shape (a cache
+//! miss, other jobs to plan around, `membind`), and for a ledger that cannot be trusted.
+//! Then `binder-full` runs the whole command line again and says why.
+//!
+//! The hand-over is this front's own outcome, not an error a user could meet, so it lives
+//! here ([`Stop`]) and not in [`Error`], which every front shares.
 
 use std::io::Write;
 
@@ -15,9 +18,33 @@ use super::{exec, prepare_cached, Options};
 use crate::cache::launch as cache;
 use crate::envelope::Envelope;
 use crate::error::Error;
-use crate::identity::{self, Env, Identity};
-use crate::ledger::Scan;
+use crate::identity::{self, Env, Identity, IdentityError};
+use crate::launch::LaunchError;
+use crate::ledger::{LedgerError, Scan};
 use crate::view::TaskView;
+
+/// Why the warm launch stopped short of exec.
+#[derive(Debug)]
+pub enum Stop {
+    /// A refusal, said and exited with as `binder-full` would.
+    Refused(Error),
+    /// The launch needs hwloc or the parsed shape (a node cache miss, other jobs to plan
+    /// around, `--verbose`, `membind`, any refusal to explain): the `binder` executable
+    /// hands it to `binder-full`, having changed nothing. Never shown to a user.
+    HandOver,
+}
+
+/// The flow's errors are refusals.
+macro_rules! refused_from {
+    ($($e:ty),*) => {$(
+        impl From<$e> for Stop {
+            fn from(e: $e) -> Stop {
+                Stop::Refused(e.into())
+            }
+        }
+    )*};
+}
+refused_from!(Error, IdentityError, LaunchError, LedgerError);
 
 /// The warm front: plans from the node cache or nothing, binds with the kernel's
 /// `sched_setaffinity` (no hwloc), and hands over whatever needs more.
@@ -29,12 +56,12 @@ struct Warm<'e> {
 }
 
 impl Planner for Warm<'_> {
-    type Error = Error;
+    type Error = Stop;
 
-    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Error> {
+    fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Stop> {
         cache::open(self.env, job.text, job.identity.size, None, err)
             .and_then(|pair| cache::lookup(&pair, self.env, err))
-            .ok_or(Error::HandOver)
+            .ok_or(Stop::HandOver)
     }
 
     fn around(
@@ -43,8 +70,8 @@ impl Planner for Warm<'_> {
         _: &Scan,
         _: &Avoid,
         _: &mut impl Write,
-    ) -> Result<Planned, Error> {
-        Err(Error::HandOver)
+    ) -> Result<Planned, Stop> {
+        Err(Stop::HandOver)
     }
 
     /// Unknown without the parsed shape: a joining rank reads it from its job's plan,
@@ -68,9 +95,9 @@ impl<'e> Front for Warm<'e> {
         view: &TaskView,
         started_on: Option<&[usize]>,
         err: &mut impl Write,
-    ) -> Result<Vec<(String, String)>, Error> {
+    ) -> Result<Vec<(String, String)>, Stop> {
         if view.membind {
-            return Err(Error::HandOver);
+            return Err(Stop::HandOver);
         }
         let options = Options {
             command: &self.line.command,
@@ -92,14 +119,14 @@ impl<'e> Front for Warm<'e> {
         _: String,
         _: &dyn Fn(&str) -> Option<String>,
         _: &mut impl Write,
-    ) -> Result<(), Error> {
-        Err(Error::HandOver)
+    ) -> Result<(), Stop> {
+        Err(Stop::HandOver)
     }
 }
 
 /// Runs `line` (`report`: `--report` or `BINDER_REPORT`); returns only when it stopped
 /// (see the module doc).
-pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write) -> Error {
+pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write) -> Stop {
     let get = |k: &str| env.var(k);
     let identity = match identity::identify(line.local_rank, line.local_size, env) {
         Ok(identity) => identity,
@@ -108,10 +135,10 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
     // binder-full says what is wrong with the shape or the site file.
     let path = super::line::resolve_shape(&line.shape);
     let Ok(shape) = crate::input::read_bounded(&path, crate::input::MAX_SHAPE_BYTES) else {
-        return Error::HandOver;
+        return Stop::HandOver;
     };
     let (Ok(shape), Ok(site)) = (String::from_utf8(shape), site_text(&get)) else {
-        return Error::HandOver;
+        return Stop::HandOver;
     };
     let site = site.as_ref().map(|(_, text)| text.as_str());
     let envelope = Envelope::here(&identity, &get);
@@ -132,7 +159,7 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
         report,
     };
     match flow::launch(&job, env, &mut front, err) {
-        Ok(vars) => exec(&line.command, &vars, &[]).into(),
+        Ok(vars) => Stop::Refused(exec(&line.command, &vars, &[]).into()),
         Err(e) => e,
     }
 }

@@ -11,6 +11,11 @@ use std::path::Path;
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
+/// The most names read from one user directory (the user's own, or another's).
+pub(super) const MAX_DIR_ENTRIES: usize = 65_536;
+/// The most names read from the ledger root.
+pub(super) const MAX_ROOT_ENTRIES: usize = 1 << 20;
+
 /// A directory to list, opened relative to `at` (see [`open_dir`]).
 pub(super) fn list_dir<Fd: AsFd>(at: Fd, path: &Path) -> Option<rfs::Dir> {
     rfs::Dir::new(open_dir(at, path).ok()?).ok()

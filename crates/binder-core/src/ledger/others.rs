@@ -1,7 +1,7 @@
 //! Reading the other users' ledger directories (SEMANTICS §13.1, §13.2): every directory
 //! of the ledger root that carries the prefix, but this user's own, within hard caps: at
 //! most [`MAX_DIRS_PER_USER`] directories per owner (canonical names first, so a flood of
-//! names cannot push a real directory out of its owner's quota), [`MAX_DIR_ENTRIES`]
+//! names cannot push a real directory out of its owner's quota), `MAX_DIR_ENTRIES`
 //! names per directory and [`SCAN_BUDGET`] of time; a claim file is read only when its
 //! name names a live process of the directory's owner, once per process.
 //!
@@ -18,17 +18,13 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
-use super::fsio::{for_names, list_dir, open_dir, read_at};
+use super::fsio::{for_names, list_dir, open_dir, read_at, MAX_DIR_ENTRIES, MAX_ROOT_ENTRIES};
 use super::kernel::{self, KernelView};
 use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
 use super::verify::{self, claim_name, parse_claim};
 use super::Scan;
 use crate::procfs::Procs;
 
-/// The most names read from one user directory.
-pub const MAX_DIR_ENTRIES: usize = 65_536;
-/// The most names read from the ledger root.
-pub const MAX_ROOT_ENTRIES: usize = 1 << 20;
 /// The most directories of one owner read.
 pub const MAX_DIRS_PER_USER: usize = 4;
 /// The time one scan of the other users' directories may take (past it, only GPUs and

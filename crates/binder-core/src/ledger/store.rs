@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags};
 
-use super::fsio::{for_names, list_dir, make, open_usable, read_at, write_new};
-use super::others::MAX_ROOT_ENTRIES;
+use super::fsio::{
+    for_names, list_dir, make, open_usable, read_at, write_new, MAX_DIR_ENTRIES, MAX_ROOT_ENTRIES,
+};
 use super::verify::{self, claim_name};
 use super::{Claim, JobPlan, LedgerError, RawJobPlan, Reserved, Scan, GRACE_SECS};
 use crate::identity::job::JobId;
@@ -226,7 +227,7 @@ impl Ledger {
         let Ok(mut listing) = rfs::Dir::read_from(&*self.own_fd) else {
             return own;
         };
-        for_names(&mut listing, super::others::MAX_DIR_ENTRIES, |name, _| {
+        for_names(&mut listing, MAX_DIR_ENTRIES, |name, _| {
             if let Some(part) = name.strip_prefix("job.") {
                 own.plans.push(part.to_owned());
             } else if name.starts_with("ok.") {

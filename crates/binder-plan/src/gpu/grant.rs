@@ -70,6 +70,15 @@ fn entries(value: &str) -> Vec<String> {
 }
 
 impl Grant {
+    /// Every GPU of the node (no allocation named, nothing held).
+    pub const EVERY: Grant = Grant {
+        lists: [None, None, None],
+        slurm: None,
+        held: Vec::new(),
+        steer: Vec::new(),
+        uuid: false,
+    };
+
     /// The allocation the environment `get` describes (nothing held yet).
     pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Grant {
         let first = |names: &[&str]| names.iter().find_map(|n| get(n)).map(|v| entries(&v));

@@ -32,14 +32,9 @@ pub use binder_core::view::Vendor;
 /// OS-device name prefixes of compute backends, preferred first.
 const BACKENDS: [&str; 5] = ["cuda", "rsmi", "nvml", "opencl", "ze"];
 
-/// Lists the GPUs of a topology loaded with I/O discovery that the job may have (the
-/// topology's [`Grant`]), in PCI bus order.
+/// Every GPU of a topology loaded with I/O discovery, in PCI bus order (those a job may
+/// have: [`Grant::apply`]).
 pub fn discover(topology: &Topology) -> Vec<Gpu> {
-    topology.gpu_grant().apply(discover_all(topology))
-}
-
-/// Every GPU of a topology loaded with I/O discovery, in PCI bus order.
-pub(crate) fn discover_all(topology: &Topology) -> Vec<Gpu> {
     let hw = topology.hw();
     let mut found: Vec<(PciKey, Gpu, Option<usize>)> = Vec::new();
     for pci in hw.pci_devices() {

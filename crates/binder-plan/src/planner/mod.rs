@@ -15,6 +15,7 @@ use crate::error::PlanError;
 use crate::{select, shape, topology};
 
 use crate::distribute::Plan;
+use crate::gpu::Grant;
 use shape::Shape;
 use topology::{Source, Topology};
 
@@ -36,7 +37,7 @@ use topology::{Source, Topology};
 pub struct PlanRequest<'a> {
     /// The shape.
     pub shape: &'a Shape,
-    /// The topology of the node (with the GPUs the job may have, [`Topology::set_gpu_grant`]).
+    /// The topology of the node.
     pub topology: &'a Topology,
     /// The tasks on this node.
     pub local_size: usize,
@@ -48,7 +49,13 @@ pub struct PlanRequest<'a> {
     /// topology string's lowercase units. On a Grid Engine request without
     /// `-bsort`/`-bstart`/`-bstop`, the shape's `options.pack` orders what is left.
     pub held: &'a [usize],
+    /// The GPUs the job may have (SEMANTICS §9: its allocation, less what other jobs
+    /// hold); every GPU of the node by default.
+    pub grant: &'a Grant,
 }
+
+/// Every GPU of the node: a request's default grant.
+static EVERY_GPU: Grant = Grant::EVERY;
 
 impl<'a> PlanRequest<'a> {
     /// `shape` for `local_size` tasks on `topology`, nothing held, the shape's own GPUs per
@@ -61,6 +68,7 @@ impl<'a> PlanRequest<'a> {
             origin: "shape",
             gpus_per_task: None,
             held: &[],
+            grant: &EVERY_GPU,
         }
     }
 
@@ -77,6 +85,12 @@ impl<'a> PlanRequest<'a> {
             gpus_per_task,
             ..self
         }
+    }
+
+    /// Gives out only the GPUs `grant` allows.
+    #[must_use]
+    pub fn grant(self, grant: &'a Grant) -> Self {
+        PlanRequest { grant, ..self }
     }
 
     /// Plans around the PUs `held` by other jobs.
@@ -109,6 +123,14 @@ pub fn load_topology(
 /// `bind: none` and no resources takes nothing.
 pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
     ranks::plan(request, None)
+}
+
+/// Plans `request` around the PUs it holds (`held`, other jobs'), with the shape's packing
+/// policy (`options.pack`, [`crate::pack`]).
+pub fn plan_around(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
+    crate::pack::around(request.shape, request.topology, request.held, |skip| {
+        plan(&request.held(skip))
+    })
 }
 
 /// [`plan`], recording what each resource request matched in `trace` (for

@@ -24,6 +24,7 @@ pub(super) fn plan(
         local_size,
         gpus_per_task,
         held,
+        grant,
     } = *request;
     let mut ge_request = shape
         .options
@@ -58,7 +59,7 @@ pub(super) fn plan(
         topology
     };
     let (gpus, nics) = if topology.has_io() {
-        let mut gpus = gpu::discover(topology);
+        let mut gpus = grant.apply(gpu::discover(topology));
         gpus.retain(|g| !held_gpus.contains(&g.busid));
         for (i, g) in gpus.iter_mut().enumerate() {
             g.index = i;

@@ -9,8 +9,8 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::validate;
-use super::{Bind, CoreKind, Count, GpuIds, Membind, ObjType, Pack, Pattern};
+use super::resource::reverse_flag;
+use super::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern, Resource};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -94,44 +94,9 @@ impl Options {
     }
 }
 
-/// One request: `count` objects of `type`, each satisfying its nested `with` requests.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Resource {
-    /// Object type, case-insensitive; aliases such as `socket` (package) and `process` (pu).
-    #[serde(rename = "type")]
-    pub kind: ObjType,
-    /// `core`/`pu` items only: only cores of this kind (overrides `options.kind`).
-    #[serde(rename = "kind", default, skip_serializing_if = "Option::is_none")]
-    pub core_kind: Option<CoreKind>,
-    /// How many objects: a whole number from 1, or `all` (every object that qualifies,
-    /// at least one). Default 1.
-    #[serde(default, skip_serializing_if = "Count::is_one")]
-    pub count: Count,
-    /// Requests matched inside each object of this item (by cpuset containment).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub with: Vec<Resource>,
-    /// Same as `options.pattern`; every place that sets it must agree.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<Pattern>,
-    /// Same as `options.reverse`; every place that sets it must agree.
-    #[serde(
-        default,
-        deserialize_with = "reverse_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub reverse: Option<bool>,
-}
-
 /// The shape format version. Only version 1 exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Version;
-
-fn reverse_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    let value = bool::deserialize(d)?;
-    validate::agree_reverse(value).map_err(de::Error::custom)?;
-    Ok(Some(value))
-}
 
 fn non_empty_resources<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Resource>, D::Error> {
     struct NonEmpty;

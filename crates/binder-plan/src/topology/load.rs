@@ -141,7 +141,6 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         source: source.clone(),
         io,
         ge,
-        grant: crate::gpu::grant::Grant::default(),
         whole_index: None,
     })
 }

@@ -24,8 +24,6 @@ pub struct Topology {
     io: bool,
     /// The parsed string, for a [`Source::GeString`] (its lowercase threads are taken).
     ge: Option<crate::ge::Tree>,
-    /// The GPUs the job may have (its allocation, less other jobs' GPUs).
-    grant: crate::gpu::grant::Grant,
     /// For a topology with PUs taken out ([`Topology::without`]), which hwloc renumbers:
     /// each CPU-side object's logical index on the whole node, by its global persistent
     /// index (which restricting keeps), so that `core:7` names the same core in a plan, in
@@ -147,7 +145,6 @@ impl Topology {
             source: self.source.clone(),
             io: self.io,
             ge: self.ge.clone(),
-            grant: self.grant.clone(),
             whole_index: Some(std::sync::Arc::new(whole_index)),
         })
     }
@@ -176,17 +173,6 @@ impl Topology {
             _ => "object",
         };
         format!("{name}:{}", self.logical_index(obj))
-    }
-
-    /// The GPUs a plan on this topology may give out ([`crate::gpu::discover`]).
-    pub(crate) fn gpu_grant(&self) -> &crate::gpu::grant::Grant {
-        &self.grant
-    }
-
-    /// Restricts the GPUs a plan may give out to `grant` (SEMANTICS §9: the job's
-    /// allocation, less what other jobs hold).
-    pub fn set_gpu_grant(&mut self, grant: crate::gpu::grant::Grant) {
-        self.grant = grant;
     }
 
     /// The hwloc topology itself.
