@@ -178,7 +178,7 @@ impl Config {
         if let Some(name) = shape.as_ref().and_then(|p| p.to_str()).filter(|n| {
             !n.contains('/') && !n.ends_with(".yaml") && !n.ends_with(".yml") && !n.is_empty()
         }) {
-            if !std::path::Path::new(name).exists() {
+            if !Path::new(name).exists() {
                 let dirs: Vec<String> = binder_core::launch::line::catalog_dirs()
                     .iter()
                     .map(|d| d.display().to_string())

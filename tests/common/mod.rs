@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The repository root.
-pub fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -16,7 +16,7 @@ pub fn root() -> &'static Path {
 /// what to install, unless `BINDER_ALLOW_SKIP=1`, which turns it into a visible
 /// `SKIPPED:` line (cargo hides the output of passing tests, so a quiet skip would be
 /// invisible). Returns whether the test can go on.
-pub fn prerequisite(available: bool, what: &str) -> bool {
+pub(crate) fn prerequisite(available: bool, what: &str) -> bool {
     if available {
         return true;
     }
@@ -36,7 +36,7 @@ pub fn prerequisite(available: bool, what: &str) -> bool {
 /// licences, hwloc-calc's reference outputs, the Grid Engine cases, the oracle): part of
 /// the clone, so a test never depends on anything beside it. `Option` for the callers'
 /// sake; a clone without them is broken and says so.
-pub fn shared() -> Option<PathBuf> {
+pub(crate) fn shared() -> Option<PathBuf> {
     let dir = root().join("fixtures");
     prerequisite(
         dir.join("topologies").is_dir(),
@@ -46,7 +46,7 @@ pub fn shared() -> Option<PathBuf> {
 }
 
 /// A topology XML of `fixtures/topologies` by file name.
-pub fn topology(shared: &Path, name: &str) -> PathBuf {
+pub(crate) fn topology(shared: &Path, name: &str) -> PathBuf {
     let path = shared.join("topologies").join(name);
     assert!(path.is_file(), "missing topology {}", path.display());
     path
@@ -55,7 +55,7 @@ pub fn topology(shared: &Path, name: &str) -> PathBuf {
 /// The `binder` executable: binder-core's, built beside `binder-full` by `cargo build`
 /// and `cargo test` of the workspace (binder-core's own tests need it, so cargo builds it
 /// before any test runs).
-pub fn binder_exe() -> &'static str {
+pub(crate) fn binder_exe() -> &'static str {
     static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
         let exe = Path::new(env!("CARGO_BIN_EXE_binder-full")).with_file_name("binder");
@@ -70,7 +70,7 @@ pub fn binder_exe() -> &'static str {
 
 /// The `binder` executable under test, run from the repository root with a clean
 /// launcher environment (the test runner may itself run under one).
-pub fn binder() -> Command {
+pub(crate) fn binder() -> Command {
     let mut cmd = Command::new(binder_exe());
     isolated(&mut cmd);
     cmd
@@ -78,7 +78,7 @@ pub fn binder() -> Command {
 
 /// `cmd` as binder's tests run anything that runs binder: from the repository root, no
 /// launcher variables, no site file, a node ledger of its own.
-pub fn isolated(cmd: &mut Command) -> &mut Command {
+pub(crate) fn isolated(cmd: &mut Command) -> &mut Command {
     cmd.current_dir(root());
     for (key, _) in std::env::vars() {
         if is_launcher_var(&key) {
@@ -98,7 +98,7 @@ pub fn isolated(cmd: &mut Command) -> &mut Command {
 /// This test binary's own scratch directory (its ledgers and caches), removed when the
 /// binary exits: a test run leaves nothing on the machine, and never touches the
 /// machine's default node cache or ledger in /dev/shm.
-pub fn scratch() -> &'static Path {
+pub(crate) fn scratch() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     extern "C" fn remove() {
         if let Some(dir) = DIR.get() {
@@ -121,14 +121,14 @@ pub fn scratch() -> &'static Path {
 }
 
 /// A fresh, not yet created, node ledger directory for one test (in [`scratch`]).
-pub fn private_ledger() -> PathBuf {
+pub(crate) fn private_ledger() -> PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     scratch().join(format!("ledger-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// Variables that would change binder's idea of which task it is.
-pub fn is_launcher_var(key: &str) -> bool {
+pub(crate) fn is_launcher_var(key: &str) -> bool {
     [
         "OMPI_",
         "MPI_LOCAL",
@@ -146,7 +146,7 @@ pub fn is_launcher_var(key: &str) -> bool {
 
 /// Runs `cmd` and returns its output, panicking with everything needed to debug when the
 /// exit code is not `code`.
-pub fn run(cmd: &mut Command, code: i32) -> Output {
+pub(crate) fn run(cmd: &mut Command, code: i32) -> Output {
     let out = cmd.output().expect("binder runs");
     if out.status.code() != Some(code) {
         panic!(
@@ -160,7 +160,7 @@ pub fn run(cmd: &mut Command, code: i32) -> Output {
 }
 
 /// Whether a program is on PATH.
-pub fn has(program: &str) -> bool {
+pub(crate) fn has(program: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {program}")])
         .output()
@@ -168,7 +168,7 @@ pub fn has(program: &str) -> bool {
 }
 
 /// A python3 that can `import yaml`: Debian's, when another python3 comes first on PATH.
-pub fn python_with_yaml() -> Option<String> {
+pub(crate) fn python_with_yaml() -> Option<String> {
     ["/usr/bin/python3", "python3"]
         .into_iter()
         .find(|py| {
@@ -183,7 +183,7 @@ pub fn python_with_yaml() -> Option<String> {
 /// Runs `hwloc-calc --input XML ARGS` once with `lines` on its standard input (hwloc-calc
 /// answers each location it reads there with one line), so a sweep costs one process per
 /// topology instead of one per rank.
-pub fn hwloc_calc_lines(xml: &Path, args: &[&str], lines: &[String]) -> Vec<String> {
+pub(crate) fn hwloc_calc_lines(xml: &Path, args: &[&str], lines: &[String]) -> Vec<String> {
     use std::io::Write as _;
     let mut child = Command::new("hwloc-calc")
         .arg("--input")
@@ -224,7 +224,7 @@ pub fn hwloc_calc_lines(xml: &Path, args: &[&str], lines: &[String]) -> Vec<Stri
 
 /// The OS CPU numbers of an hwloc bitmap string as hwloc-calc prints it
 /// (`0x00000003,,0x0000000f`: 32-bit words, most significant first, empty = zero).
-pub fn parse_hwloc_mask(mask: &str) -> Vec<usize> {
+pub(crate) fn parse_hwloc_mask(mask: &str) -> Vec<usize> {
     let words: Vec<&str> = mask.trim().split(',').collect();
     let mut cpus = Vec::new();
     for (i, word) in words.iter().rev().enumerate() {
@@ -244,7 +244,7 @@ pub fn parse_hwloc_mask(mask: &str) -> Vec<usize> {
 }
 
 /// Every topology XML of `fixtures/topologies`, by file name, sorted.
-pub fn all_topologies(shared: &Path) -> Vec<String> {
+pub(crate) fn all_topologies(shared: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(shared.join("topologies"))
         .expect("topologies dir")
         .filter_map(|e| e.ok())
@@ -257,12 +257,12 @@ pub fn all_topologies(shared: &Path) -> Vec<String> {
 
 /// Whether `program` is on PATH, by the rule of [`prerequisite`]; `what` says which test
 /// needs it.
-pub fn require_tool(program: &str, what: &str) -> bool {
+pub(crate) fn require_tool(program: &str, what: &str) -> bool {
     prerequisite(has(program), &format!("`{program}` (for {what})"))
 }
 
 /// The objects of `kind` (hwloc-calc's type name; logical index → OS CPUs) per hwloc-calc.
-pub fn hwloc_objects(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize>> {
+pub(crate) fn hwloc_objects(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize>> {
     let count = hwloc_calc_lines(xml, &["-N", kind, "all"], &[])
         .first()
         .and_then(|l| l.trim().parse::<usize>().ok())

@@ -49,7 +49,7 @@ fn instance(size: usize, script: &str) -> Option<Vec<(String, Report)>> {
         .env("BINDER", common::binder_exe())
         .env("PROBE", PROBE)
         .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
     if let Some(dir) = flux.parent().filter(|d| !d.as_os_str().is_empty()) {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("{}:{path}", dir.display()));
@@ -294,7 +294,7 @@ flux run -n1 -c1 -o userrc=$RC sh -c "$PROBE""#;
 /// A bad shape: the task fails with binder's one line and 125; the command never runs.
 #[test]
 fn plugin_refusal_never_runs_the_command() {
-    let marker = crate::common::scratch().join("flux-ran");
+    let marker = common::scratch().join("flux-ran");
     let script = format!(
         "flux run -n1 -o userrc=$RC -o binder=/nonexistent/shape.yaml touch {m} 2>&1; echo \"rc=$?|x|x|x|x\"",
         m = marker.display()

@@ -56,7 +56,7 @@ fn scenario(name: &str, env: &[(&str, &str)]) -> Option<(String, String)> {
         // fails in a chroot, where / is no mount point.
         .args(["--mount", "--propagation", "unchanged", "bash"])
         .arg(common::root().join("tests/e2e/hostile.sh"))
-        .arg(crate::common::binder_exe())
+        .arg(common::binder_exe())
         .arg(name)
         .envs(env.iter().copied())
         .output()

@@ -19,7 +19,7 @@ mod many;
 
 /// A scratch directory with a one-core shape and an all-cores shape.
 fn scratch(name: &str) -> PathBuf {
-    let dir = crate::common::scratch().join(format!("e2e-{name}"));
+    let dir = common::scratch().join(format!("e2e-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("one.yaml"), "resources:\n  - type: core\n").unwrap();
@@ -53,7 +53,7 @@ cat "$dir/A.out" "$dir/B.out" "$dir/D.out"
 /// Runs [`SCENARIO`] under `wrapper` (empty, or `salloc …` for Slurm steps) with
 /// `launcher` words before each binder, and checks it: A and B on different CPUs, C
 /// refused naming both jobs, D on A's CPUs once A has ended. Job ids start with `id`.
-pub fn two_jobs_then_a_third(
+pub(crate) fn two_jobs_then_a_third(
     name: &str,
     wrapper: &[&str],
     launcher: &[&str],
@@ -73,9 +73,9 @@ pub fn two_jobs_then_a_third(
         }
     }
     cmd.envs(env.iter().copied())
-        .env("BIN", crate::common::binder_exe())
+        .env("BIN", common::binder_exe())
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
         .env("BINDER_SITE_FILE", "/nonexistent")
         .current_dir(common::root());
     let out = run(&mut cmd, SUCCESS);
@@ -142,7 +142,7 @@ fn two_hydra_jobs_then_a_third() {
 fn background(dir: &Path, shape: &str) -> std::process::Child {
     let mut child = binder()
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
         .args([dir.join(shape).to_str().unwrap(), "--", "sleep", "60"])
         .stdout(Stdio::null())
         .spawn()
@@ -163,7 +163,7 @@ fn node_json(dir: &Path) -> serde_json::Value {
     let out = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args(["node", "--format", "json"]),
         SUCCESS,
     );
@@ -175,7 +175,7 @@ fn all_cores_get(dir: &Path) -> String {
     let out = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args([
                 dir.join("all.yaml").to_str().unwrap(),
                 "--",
@@ -247,7 +247,7 @@ fn bind_none_runs_on_a_full_node() {
     let out = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args(["shapes/bind-none.yaml", "--", "sh", "-c", "echo ran"]),
         SUCCESS,
     );
@@ -256,7 +256,7 @@ fn bind_none_runs_on_a_full_node() {
     let refused = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args([dir.join("one.yaml").to_str().unwrap(), "--", "true"]),
         REFUSED,
     );

@@ -70,7 +70,7 @@ fn check(launcher: &mut Command) {
     // The job's ranks meet in a ledger of this check's own (tests run in parallel).
     launcher
         .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
     let out = run(launcher, SUCCESS);
     let text = String::from_utf8(out.stdout).unwrap();
     let want = promised(SHAPE, TASKS);
@@ -152,7 +152,7 @@ fn per_rank_rules_under_mpirun() {
         .current_dir(root())
         .args([bin, shape, "--", "sh", "-c", PROBE])
         .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
     for (key, _) in std::env::vars() {
         if common::is_launcher_var(&key) {
             launcher.env_remove(key);
@@ -209,7 +209,7 @@ fn mpmd_contexts_with_different_shapes_are_refused_with_the_remedy() {
         ])
         .args(["--", "sleep", "2"])
         .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
     for (key, _) in std::env::vars() {
         if common::is_launcher_var(&key) {
             cmd.env_remove(key);
@@ -389,7 +389,7 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
             }
         }
         cmd.env("BINDER_LEDGER_DIR", common::private_ledger())
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"));
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
         let out = run(&mut cmd, SUCCESS);
         for line in String::from_utf8_lossy(&out.stderr).lines() {
             lines += 1;

@@ -19,7 +19,7 @@ pub(super) fn srun(conf: &str, ledger: &std::path::Path, args: &[&str]) -> Comma
         }
     }
     srun.env("BINDER_LEDGER_DIR", ledger)
-        .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
         .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
         .args(args);
     srun
@@ -43,7 +43,7 @@ fn probes(stdout: &str) -> BTreeMap<usize, Vec<String>> {
         .collect()
 }
 
-pub fn srun_binder(conf: &str) {
+pub(crate) fn srun_binder(conf: &str) {
     let ledger = common::private_ledger();
     // Each task's CPUs are the dry-run's, set by the plugin before exec.
     let shape = "shapes/cores-packed.yaml";
@@ -71,7 +71,7 @@ pub fn srun_binder(conf: &str) {
     eprintln!("srun --binder={shape}:\n{stdout}");
 
     // A bad shape: the step fails with binder's one line, and the command never runs.
-    let dir = crate::common::scratch().join("spank");
+    let dir = common::scratch().join("spank");
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "resources:\n  - type: corre\n").unwrap();

@@ -263,7 +263,7 @@ fn bad_inputs_are_refused_on_one_line_and_never_run_the_task() {
             std::fs::write(dir.join("plain"), text).unwrap();
         }
         if case.fifo {
-            let made = std::process::Command::new("mkfifo")
+            let made = Command::new("mkfifo")
                 .arg(dir.join("fifo"))
                 .status()
                 .is_ok_and(|s| s.success());

@@ -114,13 +114,11 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
     }
     // SAFETY: `p` is valid; the conf string (or NULL) is the plugin's, copied at once.
     let conf = unsafe { ffi::flux_plugin_get_conf(p) };
-    let conf = (!conf.is_null())
-        // SAFETY: a valid C string owned by the plugin.
-        .then(|| {
-            unsafe { CStr::from_ptr(conf) }
-                .to_string_lossy()
-                .into_owned()
-        });
+    let conf = (!conf.is_null()).then(|| {
+        // SAFETY: not NULL, so a valid C string owned by the plugin.
+        let text = unsafe { CStr::from_ptr(conf) };
+        text.to_string_lossy().into_owned()
+    });
     let site = match Site::parse(conf.as_deref()) {
         Ok(site) => site,
         Err(why) => {

@@ -79,7 +79,7 @@ fn ffi_matches_spank_h() {
         ffi::item::S_TASK_GLOBAL_ID as u64,
         ffi::S_CTX_REMOTE as u64,
         ffi::ESPANK_SUCCESS as u64,
-        std::mem::size_of::<ffi::SpankOption>() as u64,
+        size_of::<ffi::SpankOption>() as u64,
         std::mem::offset_of!(ffi::SpankOption, has_arg) as u64,
         std::mem::offset_of!(ffi::SpankOption, cb) as u64,
         u64::from(binder_spank::SLURM_VERSION_NUMBER),

@@ -23,7 +23,7 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
             }
             cmd.current_dir(common::root())
                 .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-                .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+                .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
                 .args([
                     "--allow-run-as-root",
                     "--oversubscribe",
@@ -31,7 +31,7 @@ fn eight_jobs_of_thirty_two_tasks_at_once() {
                     "none",
                     "-np",
                     "32",
-                    crate::common::binder_exe(),
+                    common::binder_exe(),
                     "shapes/bind-none.yaml",
                     "--",
                     "sh",
@@ -101,7 +101,7 @@ fn sharing_jobs_spread_over_the_node() {
     for _ in 0..(4 * cpus.len()) {
         let mut child = binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", crate::common::scratch().join("cache"))
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args([
                 "--share",
                 dir.join("one.yaml").to_str().unwrap(),

@@ -182,15 +182,15 @@ pub const CATALOG: &str = "/usr/share/binder/shapes";
 /// `shapes/` when binder runs from a clone, the catalog installed beside the executable
 /// (`BIN/../share/binder/shapes`, so `/usr/local/bin/binder` finds
 /// `/usr/local/share/binder/shapes`), and [`CATALOG`].
-pub fn catalog_dirs() -> Vec<std::path::PathBuf> {
-    let mut dirs = vec![std::path::PathBuf::from("shapes")];
+pub fn catalog_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from("shapes")];
     if let Some(prefix) = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent()?.parent().map(std::path::Path::to_path_buf))
     {
         dirs.push(prefix.join("share/binder/shapes"));
     }
-    dirs.push(std::path::PathBuf::from(CATALOG));
+    dirs.push(PathBuf::from(CATALOG));
     dirs
 }
 
@@ -198,7 +198,7 @@ pub fn catalog_dirs() -> Vec<std::path::PathBuf> {
 /// take it): the file itself when it exists or reads as a path (a `/`, or `.yaml`/`.yml`),
 /// else `NAME.yaml` of the first of [`catalog_dirs`] that has it, else the name as given
 /// (reading it then says no such file).
-pub fn resolve_shape(arg: &std::path::Path) -> std::path::PathBuf {
+pub fn resolve_shape(arg: &std::path::Path) -> PathBuf {
     let name = arg.to_string_lossy();
     let is_path = name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml");
     if is_path || name.is_empty() || arg.exists() {
@@ -213,9 +213,9 @@ pub fn resolve_shape(arg: &std::path::Path) -> std::path::PathBuf {
 
 /// The shape's file, for the plugins (`--binder=`, `-o binder=`): `name` as given when it names a file (has a `/` or ends in `.yaml`),
 /// relative to the job's working directory (`cwd`); else `catalog/name.yaml`.
-pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &std::path::Path) -> std::path::PathBuf {
+pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &std::path::Path) -> PathBuf {
     if name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
-        let path = std::path::PathBuf::from(name);
+        let path = PathBuf::from(name);
         match cwd {
             Some(dir) if path.is_relative() => std::path::Path::new(dir).join(path),
             _ => path,

@@ -63,7 +63,7 @@ pub(super) fn for_names(
 /// A regular file of the directory `dir`, owned by `owner` and writable by nobody else,
 /// at most `max` bytes: opened without following a link and without blocking (a FIFO
 /// does not hang), size checked before reading.
-pub fn read_at(dir: impl AsFd, name: &str, owner: u32, max: u64) -> Result<String, String> {
+pub(super) fn read_at(dir: impl AsFd, name: &str, owner: u32, max: u64) -> Result<String, String> {
     let fd = rfs::openat(
         dir,
         name,

@@ -163,11 +163,11 @@ pub const MAX_CLAIM_CPUS: usize = 65_536;
 mod cpu_list_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(cpus: &[usize], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(cpus: &[usize], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&crate::cpulist::cpu_list(cpus))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         crate::procfs::parse_list_max(&text, super::MAX_CLAIM_CPUS).ok_or_else(|| {
             serde::de::Error::custom(format!(

@@ -73,7 +73,7 @@ pub(crate) fn local_parts(pool: &[CpuSet], localities: &[CpuSet]) -> Vec<Vec<usi
 /// The devices nearest a task among `candidates` (index, locality): those whose locality
 /// shares the most PUs with `cpus`, all of them on a tie; every candidate when the task
 /// is unbound or shares nothing with any.
-pub fn nearest(cpus: &CpuSet, candidates: &[(usize, &CpuSet)]) -> Vec<usize> {
+pub(crate) fn nearest(cpus: &CpuSet, candidates: &[(usize, &CpuSet)]) -> Vec<usize> {
     let best = candidates
         .iter()
         .map(|(_, l)| overlap(cpus, l))
@@ -91,7 +91,7 @@ pub fn nearest(cpus: &CpuSet, candidates: &[(usize, &CpuSet)]) -> Vec<usize> {
 /// topologies without one) go to the next NUMA node after the first near one, in logical
 /// order, wrapping. Positions are counted among the NUMA nodes with CPUs only, so
 /// CPU-less NUMA nodes (GPU memory) cannot skew the wrap.
-pub fn remote_numa<'t>(topology: &'t Topology, near: &CpuSet) -> Option<&'t TopologyObject> {
+pub(crate) fn remote_numa<'t>(topology: &'t Topology, near: &CpuSet) -> Option<&'t TopologyObject> {
     let numas = topology.objects(ObjType::Numa);
     let is_near = |n: &TopologyObject| n.cpuset().is_some_and(|s| s.intersects(near));
     let first_own = numas.iter().position(|n| is_near(n)).unwrap_or(0);

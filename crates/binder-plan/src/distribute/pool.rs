@@ -70,7 +70,7 @@ pub(super) fn units_in<'t>(
 
 /// Which positions of a pool of `units` each of `tasks` tasks gets; empty when there are
 /// fewer units than tasks. The `units mod tasks` left over go to nobody.
-pub fn deal(units: usize, tasks: usize, pattern: Pattern) -> Vec<Vec<usize>> {
+pub(crate) fn deal(units: usize, tasks: usize, pattern: Pattern) -> Vec<Vec<usize>> {
     let k = units / tasks.max(1);
     if k == 0 {
         return Vec::new();

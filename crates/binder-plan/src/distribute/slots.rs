@@ -9,7 +9,7 @@ use crate::shape::Pattern;
 
 /// The order in which slots are handed out, given each slot's parent number (in
 /// selection order, as `select` numbers them).
-pub fn order(parents: &[usize], pattern: Pattern, reverse: bool) -> Vec<usize> {
+pub(crate) fn order(parents: &[usize], pattern: Pattern, reverse: bool) -> Vec<usize> {
     let mut slots: Vec<usize> = (0..parents.len()).collect();
     if reverse {
         slots.reverse();

@@ -183,7 +183,7 @@ pub(crate) struct PciPlace {
 
 impl PciPlace {
     pub(crate) fn of(
-        topology: &crate::topology::Topology,
+        topology: &Topology,
         pci: &TopologyObject,
         attr: &hwlocality::object::attributes::PCIDeviceAttributes,
     ) -> PciPlace {

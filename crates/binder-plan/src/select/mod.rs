@@ -65,7 +65,7 @@ pub(crate) struct Slot {
 
 impl Selection<'_> {
     /// The union of the picks' CPUs.
-    pub fn cpuset(&self) -> CpuSet {
+    pub(crate) fn cpuset(&self) -> CpuSet {
         let mut set = CpuSet::new();
         for pick in &self.picks {
             if let Some(cpus) = pick.cpuset() {
@@ -106,7 +106,7 @@ pub(crate) struct Kinds {
 
 impl Kinds {
     /// Whether an object with CPUs `set` is of `kind`.
-    pub fn is(&self, kind: CoreKind, set: &CpuSet) -> bool {
+    pub(crate) fn is(&self, kind: CoreKind, set: &CpuSet) -> bool {
         match (&self.performance, kind) {
             (None, CoreKind::Performance) => true,
             (None, CoreKind::Efficiency) => false,
