@@ -75,17 +75,8 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "the task's local rank and the node's task count, innermost launcher first (MPI launchers, then Flux, then Slurm); `--local-rank` and `--local-size` win",
     },
     Entry {
-        names: &[
-            "SLURM_JOB_ID",
-            "SLURM_STEP_ID",
-            "FLUX_JOB_ID",
-            "FLUX_JOB_TMPDIR",
-            "PMIX_NAMESPACE",
-            "OMPI_MCA_ess_base_jobid",
-            "PALS_APID",
-            "MPIRUN_ID",
-        ],
-        what: "the job the task belongs to, for the node ledger (Hydra exports none: its proxy process names the job; Flux's job shell rank, from its `FLUX_JOB_TMPDIR`, keeps each shell's tasks apart on a host shared by brokers)",
+        names: &binder_core::identity::JOB_VARS,
+        what: "the job the task belongs to, for the node ledger, first one set of the task's launcher (Hydra exports none: its proxy process names the job; Slurm's step keeps steps apart; Flux's job shell rank, from its `FLUX_JOB_TMPDIR`, keeps each shell's tasks apart on a host shared by brokers; LSF's `LSB_JOBID` names the batch job around a launcher that exports none)",
     },
     Entry {
         names: &["NO_COLOR"],

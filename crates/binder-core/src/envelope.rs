@@ -3,7 +3,7 @@
 //! planner intersects it with hwloc's allowed set (the cgroup), so this module only says
 //! what the launcher says, without hwloc.
 //!
-//! Where each launcher says it, in the order they are asked ([`DAEMONS`] is the table):
+//! Where each launcher says it, in the order they are asked (the daemons are each launcher's row of `identity::LAUNCHERS`):
 //!
 //! | launcher | the job's CPUs on this node |
 //! |---|---|
@@ -55,21 +55,6 @@ pub struct Envelope {
     /// Where they came from.
     pub source: Source,
 }
-
-/// Each launcher's per-node daemon, by command name (`comm`, at most 15 bytes): the
-/// process whose binding is the job's allocation on this node.
-pub const DAEMONS: [(Launcher, &[&str]); 7] = [
-    (Launcher::Flux, &["flux-shell"]),
-    (
-        Launcher::OpenMpi,
-        &["orted", "prted", "mpirun", "orterun", "prterun", "mpiexec"],
-    ),
-    (Launcher::Hydra, &["hydra_pmi_proxy"]),
-    (Launcher::Mvapich, &["mpispawn", "mpirun_rsh"]),
-    (Launcher::Pals, &["palsd"]),
-    (Launcher::Jsrun, &["jsmd", "jsm"]),
-    (Launcher::Slurm, &["slurmstepd"]),
-];
 
 /// How far up the process tree a daemon is looked for.
 const MAX_DEPTH: usize = 16;
@@ -131,11 +116,7 @@ impl Envelope {
             // The step's cgroup (ConstrainCores=yes) is the allowed set already.
             return Envelope::allowed();
         }
-        let names = DAEMONS
-            .iter()
-            .find(|(l, _)| *l == launcher)
-            .map_or(&[][..], |(_, names)| *names);
-        match daemon(procs, names) {
+        match daemon(procs, launcher.row().daemons) {
             Some((name, pid)) => match affinity(Some(pid)) {
                 Some(cpus) if !cpus.is_empty() => Envelope {
                     cpus: Some(cpus),
@@ -217,7 +198,7 @@ fn daemon(procs: &dyn Procs, names: &[&str]) -> Option<(String, u32)> {
 /// The union of Slurm's per-task CPU masks on this node, when task/affinity (or the user)
 /// bound the step with `mask_cpu` or `map_cpu` (`SLURM_CPU_BIND_TYPE`,
 /// `SLURM_CPU_BIND_LIST`: `0x1,0x2` or `0,1`).
-pub fn slurm_masks(env: &dyn Fn(&str) -> Option<String>) -> Option<Vec<usize>> {
+pub(crate) fn slurm_masks(env: &dyn Fn(&str) -> Option<String>) -> Option<Vec<usize>> {
     let kind = env("SLURM_CPU_BIND_TYPE")?;
     let list = env("SLURM_CPU_BIND_LIST")?;
     if list.len() > 1 << 16 {

@@ -10,10 +10,10 @@ use crate::text::emit;
 use crate::view::{Packing, TaskView};
 
 /// A cache and this launch's key in it.
-pub type Keyed = (Cache, Key);
+pub(crate) type Keyed = (Cache, Key);
 
 /// Whether `BINDER_CACHE_TRACE=1` asks for the cache's decisions on stderr.
-pub fn tracing(env: &dyn Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn tracing(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_CACHE_TRACE").is_some_and(|v| v == "1")
 }
 

@@ -70,27 +70,33 @@ pub fn job_of(identity: &Identity, env: &dyn Env, procs: &dyn Procs) -> JobId {
             .map(|v| crate::text::clip(v.trim(), MAX_ID))
             .filter(|v| !v.is_empty())
     };
-    let id = match identity.launcher {
-        Some(Launcher::Slurm) => var("SLURM_JOB_ID").or_else(|| var("SLURM_JOBID")).map(|j| {
-            let step = var("SLURM_STEP_ID")
-                .or_else(|| var("SLURM_STEPID"))
-                .unwrap_or_else(|| "batch".into());
-            format!("slurm:{j}.{step}")
-        }),
-        Some(Launcher::Flux) => var("FLUX_JOB_ID").map(|j| match flux_shell_rank(env, &j) {
-            Some(shell) => format!("flux:{j}.{shell}"),
-            None => format!("flux:{j}"),
-        }),
-        Some(Launcher::OpenMpi) => var("PMIX_NAMESPACE")
-            .or_else(|| var("OMPI_MCA_ess_base_jobid"))
-            .or_else(|| var("OMPI_MCA_orte_ess_jobid"))
-            .map(|j| format!("openmpi:{j}")),
-        Some(Launcher::Pals) => var("PALS_APID").map(|j| format!("pals:{j}")),
-        Some(Launcher::Mvapich) => var("MPIRUN_ID").map(|j| format!("mvapich2:{j}")),
-        Some(Launcher::Jsrun) => var("PMIX_NAMESPACE").map(|j| format!("jsrun:{j}")),
-        Some(Launcher::Hydra) => ancestor(procs, "hydra_pmi_proxy").map(|p| format!("hydra:{p}")),
-        None => None,
-    };
+    // The launcher's job-id variables (its row of `LAUNCHERS`), refined where one id is
+    // not enough (a Slurm step, a Flux job shell); a launcher that exports none (Hydra)
+    // is named by its daemon process.
+    let id = identity.launcher.and_then(|launcher| {
+        let row = launcher.row();
+        let Some(j) = row.job_id.iter().find_map(|name| var(name)) else {
+            return row
+                .job_id
+                .is_empty()
+                .then(|| row.daemons.iter().find_map(|d| ancestor(procs, d)))
+                .flatten()
+                .map(|p| format!("{launcher}:{p}"));
+        };
+        Some(match launcher {
+            Launcher::Slurm => {
+                let step = var("SLURM_STEP_ID")
+                    .or_else(|| var("SLURM_STEPID"))
+                    .unwrap_or_else(|| "batch".into());
+                format!("{launcher}:{j}.{step}")
+            }
+            Launcher::Flux => match flux_shell_rank(env, &j) {
+                Some(shell) => format!("{launcher}:{j}.{shell}"),
+                None => format!("{launcher}:{j}"),
+            },
+            _ => format!("{launcher}:{j}"),
+        })
+    });
     if let Some(id) = id {
         return JobId(id);
     }

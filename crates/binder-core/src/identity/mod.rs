@@ -12,11 +12,13 @@
 
 mod flux;
 pub mod job;
+pub mod launchers;
 mod slurm;
 
 use std::fmt;
 
 pub use flux::tasks_on_node_of as flux_tasks_on_node_of;
+pub use launchers::{LauncherRow, SizeFrom, JOB_VARS, LAUNCHERS, LOCAL_VARS};
 pub use slurm::tasks_on_node as slurm_tasks_on_node;
 
 /// The most tasks binder accepts on one node (65,536): more than any node has PUs, so
@@ -24,7 +26,8 @@ pub use slurm::tasks_on_node as slurm_tasks_on_node;
 /// refused before anything is allocated from it.
 pub const MAX_LOCAL_SIZE: usize = 1 << 16;
 
-/// The launchers binder reads task identity from.
+/// The launchers binder reads task identity from; each one's facts are its row of
+/// [`LAUNCHERS`], in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launcher {
     /// Open MPI 4 and 5 (`mpirun`, `prterun`).
@@ -48,28 +51,13 @@ impl Launcher {
     /// `None` for Flux and Slurm, whose binding is how they say what the job owns on the
     /// node (SEMANTICS §4.1): binder binds inside it, so it stays on.
     pub fn unbind_hint(self) -> Option<&'static str> {
-        match self {
-            Launcher::OpenMpi => Some("mpirun --bind-to none"),
-            Launcher::Hydra => Some("mpiexec -bind-to none"),
-            Launcher::Mvapich => Some("MV2_ENABLE_AFFINITY=0"),
-            Launcher::Pals => Some("mpiexec --cpu-bind none"),
-            Launcher::Jsrun => Some("jsrun --bind=none"),
-            Launcher::Flux | Launcher::Slurm => None,
-        }
+        self.row().unbind
     }
 }
 
 impl fmt::Display for Launcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Launcher::OpenMpi => "openmpi",
-            Launcher::Hydra => "hydra",
-            Launcher::Mvapich => "mvapich2",
-            Launcher::Pals => "pals",
-            Launcher::Jsrun => "jsrun",
-            Launcher::Flux => "flux",
-            Launcher::Slurm => "slurm",
-        })
+        f.write_str(self.row().name)
     }
 }
 
@@ -205,63 +193,6 @@ impl IdentityError {
     }
 }
 
-/// Each launcher's variable for the task's rank in the whole job.
-fn global_rank_var(launcher: Launcher) -> &'static str {
-    match launcher {
-        Launcher::OpenMpi => "OMPI_COMM_WORLD_RANK",
-        Launcher::Hydra => "PMI_RANK",
-        Launcher::Mvapich => "MV2_COMM_WORLD_RANK",
-        Launcher::Pals => "PALS_RANKID",
-        Launcher::Jsrun => "JSM_NAMESPACE_RANK",
-        Launcher::Flux => "FLUX_TASK_RANK",
-        Launcher::Slurm => "SLURM_PROCID",
-    }
-}
-
-/// Every variable binder reads a task's local rank or the node's task count from, in the
-/// order they are asked: `PLAIN`'s pairs, then Flux's and Slurm's. The manual's
-/// ENVIRONMENT table (and so the man page and the README) is this list, so a launcher
-/// added here is documented; a test holds `PLAIN` to it.
-pub const LOCAL_VARS: [&str; 16] = [
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MPI_LOCALRANKID",
-    "MPI_LOCALNRANKS",
-    "MV2_COMM_WORLD_LOCAL_RANK",
-    "MV2_COMM_WORLD_LOCAL_SIZE",
-    "PALS_LOCAL_RANKID",
-    "PALS_LOCAL_SIZE",
-    "JSM_NAMESPACE_LOCAL_RANK",
-    "JSM_NAMESPACE_LOCAL_SIZE",
-    "FLUX_TASK_LOCAL_ID",
-    "FLUX_JOB_SIZE",
-    "FLUX_JOB_NNODES",
-    "SLURM_LOCALID",
-    "SLURM_NODEID",
-    "SLURM_STEP_TASKS_PER_NODE",
-];
-
-/// Variables of the launchers that export both numbers, innermost first.
-const PLAIN: [(Launcher, &str, &str); 5] = [
-    (
-        Launcher::OpenMpi,
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        "OMPI_COMM_WORLD_LOCAL_SIZE",
-    ),
-    (Launcher::Hydra, "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    (
-        Launcher::Mvapich,
-        "MV2_COMM_WORLD_LOCAL_RANK",
-        "MV2_COMM_WORLD_LOCAL_SIZE",
-    ),
-    (Launcher::Pals, "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"),
-    (
-        Launcher::Jsrun,
-        "JSM_NAMESPACE_LOCAL_RANK",
-        "JSM_NAMESPACE_LOCAL_SIZE",
-    ),
-];
-
 /// Works out this task's identity. The flags win over the launcher, each on its own.
 pub fn identify(
     flag_rank: Option<usize>,
@@ -300,7 +231,7 @@ pub fn identify(
     }
     // The job-wide rank only labels reports: a malformed one is left out, not an error.
     let global_rank = launcher
-        .and_then(|l| env.var(global_rank_var(l)))
+        .and_then(|l| env.var(l.row().global_rank))
         .and_then(|v| v.trim().parse().ok());
     let identity = Identity {
         rank: rank.unwrap_or(0),
@@ -331,15 +262,10 @@ type Found = Option<(Launcher, usize, usize)>;
 
 /// The innermost launcher whose local-rank variable is set, whatever its value.
 fn present(env: &dyn Env) -> Option<Launcher> {
-    PLAIN
+    LAUNCHERS
         .iter()
-        .map(|&(launcher, rank_var, _)| (launcher, rank_var))
-        .chain([
-            (Launcher::Flux, "FLUX_TASK_LOCAL_ID"),
-            (Launcher::Slurm, "SLURM_LOCALID"),
-        ])
-        .find(|(_, var)| env.var(var).is_some())
-        .map(|(launcher, _)| launcher)
+        .find(|row| env.var(row.local_rank).is_some())
+        .map(|row| row.launcher)
 }
 
 /// Reads a numeric launcher variable, recording it for `--verbose`.
@@ -367,22 +293,23 @@ pub(crate) fn clip(value: &str) -> String {
 }
 
 fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, IdentityError> {
-    for (launcher, rank_var, size_var) in PLAIN {
-        if let Some(rank) = read(env, vars, launcher, rank_var)? {
-            let size = read(env, vars, launcher, size_var)?.ok_or_else(|| IdentityError {
-                launcher: Some(launcher),
-                message: format!("{rank_var} is set but {size_var} is not"),
-            })?;
-            return Ok(Some((launcher, rank, size)));
-        }
-    }
-    if let Some(rank) = read(env, vars, Launcher::Flux, "FLUX_TASK_LOCAL_ID")? {
-        let size = flux::local_size(env, vars)?;
-        return Ok(Some((Launcher::Flux, rank, size)));
-    }
-    if let Some(rank) = read(env, vars, Launcher::Slurm, "SLURM_LOCALID")? {
-        let size = slurm::local_size(env, vars)?;
-        return Ok(Some((Launcher::Slurm, rank, size)));
+    for row in &LAUNCHERS {
+        let launcher = row.launcher;
+        let Some(rank) = read(env, vars, launcher, row.local_rank)? else {
+            continue;
+        };
+        let size = match row.size_from {
+            SizeFrom::Var => {
+                let size_var = row.local_size[0];
+                read(env, vars, launcher, size_var)?.ok_or_else(|| IdentityError {
+                    launcher: Some(launcher),
+                    message: format!("{} is set but {size_var} is not", row.local_rank),
+                })?
+            }
+            SizeFrom::Flux => flux::local_size(env, vars)?,
+            SizeFrom::Slurm => slurm::local_size(env, vars)?,
+        };
+        return Ok(Some((launcher, rank, size)));
     }
     Ok(None)
 }

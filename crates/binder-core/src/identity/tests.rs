@@ -278,21 +278,28 @@ fn flux_shells_on_one_host_are_two_jobs() {
     assert_eq!(job("/tmp/mine"), "flux:f2Ab");
 }
 
-/// The documented list is what identity reads: every launcher's pair, in asking order.
+/// The documented list is what identity reads: Flux's and Slurm's own readers read their
+/// rows' size variables (or the global rank, for the task map) and nothing else.
 #[test]
 fn local_vars_are_the_launchers_variables() {
-    let pairs: Vec<&str> = PLAIN.iter().flat_map(|&(_, r, s)| [r, s]).collect();
-    assert_eq!(&LOCAL_VARS[..pairs.len()], &pairs[..]);
-    // Flux and Slurm: every name `flux::local_size`/`slurm::local_size` and `from_launcher`
-    // read is in the rest (their sources name them; checked by the manual's test too).
-    for name in [
-        "FLUX_TASK_LOCAL_ID",
-        "FLUX_JOB_SIZE",
-        "FLUX_JOB_NNODES",
-        "SLURM_LOCALID",
-        "SLURM_NODEID",
-        "SLURM_STEP_TASKS_PER_NODE",
+    for (source, launcher) in [
+        (include_str!("flux.rs"), Launcher::Flux),
+        (include_str!("slurm.rs"), Launcher::Slurm),
     ] {
-        assert!(LOCAL_VARS[pairs.len()..].contains(&name), "{name}");
+        let row = launcher.row();
+        let marker = format!("Launcher::{launcher:?}, \"");
+        let read: Vec<&str> = source
+            .split(marker.as_str())
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap())
+            .collect();
+        assert!(!read.is_empty(), "{launcher}");
+        for name in read {
+            assert!(
+                row.local_size.contains(&name) || name == row.global_rank,
+                "{name} is read by {launcher}'s identity but not in its row"
+            );
+            assert!(LOCAL_VARS.contains(&name) || name == row.global_rank);
+        }
     }
 }

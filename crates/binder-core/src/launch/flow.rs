@@ -44,7 +44,7 @@ impl LedgerState {
 }
 
 /// A front's error: its planner's.
-pub type FrontError<F> = <<F as Front>::Planner as Planner>::Error;
+pub(crate) type FrontError<F> = <<F as Front>::Planner as Planner>::Error;
 
 /// A front: how it plans (its [`Planner`], often `binder_plan::around::HostPlanner`
 /// itself) and how it binds its own task.

@@ -3,7 +3,7 @@
 //! Under this user's own lock: join this job's plan if another task of the job made one
 //! (re-planning when another job meanwhile took this rank's units), else plan around what
 //! other live jobs hold; bind; write this task's claim; read the other users' claims
-//! again and settle any overlap ([`ledger::verdict`]); confirm; exec.
+//! again and settle any overlap (`ledger::verdict`); confirm; exec.
 //!
 //! Binding happens *before* the claim is written, so a reader finds this PID bound as its
 //! claim says (a claim whose task is not bound inside it counts for nothing).

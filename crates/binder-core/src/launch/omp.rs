@@ -164,7 +164,7 @@ pub fn places(value: Option<&str>, cpus: &[usize]) -> Verdict {
 }
 
 /// Whether the user's `OMP_PROC_BIND` is kept.
-pub fn proc_bind(value: Option<&str>) -> Verdict {
+pub(crate) fn proc_bind(value: Option<&str>) -> Verdict {
     let Some(value) = value else {
         return Verdict::Unset;
     };

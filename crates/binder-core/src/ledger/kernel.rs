@@ -21,7 +21,7 @@ use crate::view::Packing;
 /// Command names of a task that may still be settling its claim (binder's own, and the
 /// launcher processes a plugin binds in before exec): a rival that runs anything else
 /// has started its program and will not move.
-pub const SETTLING: [&str; 4] = ["binder", "binder-full", "slurmstepd", "flux-shell"];
+pub(crate) const SETTLING: [&str; 4] = ["binder", "binder-full", "slurmstepd", "flux-shell"];
 
 /// Another user's process as the kernel shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub fn check(
 
 /// A claim read from another user's file, as far as the kernel confirms it: it holds the
 /// CPUs the kernel shows, and its GPUs only while its process is bound.
-pub fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed: bool) -> Holder {
+pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed: bool) -> Holder {
     if cpus.is_empty() {
         claim.gpus.clear();
     }
@@ -133,7 +133,7 @@ pub fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed: bool) 
 
 /// Adds to `scan` every bound process of another user that no claim read accounts for,
 /// as a task of a job named after it, and notes what `view` says about hidden processes.
-pub fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Scan) {
+pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Scan) {
     scan.kernel = true;
     if scan.hidden.is_none() {
         scan.hidden.clone_from(&view.hidden);

@@ -53,7 +53,7 @@ pub use crate::view::FORMAT;
 /// How long after a job's plan was made its not-yet-started ranks keep their units from
 /// the same user's other jobs, and may still join it (launchers start a node's tasks
 /// within seconds).
-pub const GRACE_SECS: u64 = 60;
+pub(crate) const GRACE_SECS: u64 = 60;
 
 /// A job's plan, in its owner's directory: what the job's later ranks bind to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ impl Claim {
 }
 
 /// The most CPUs a claim may name (more than any node binder plans on).
-pub const MAX_CLAIM_CPUS: usize = 65_536;
+pub(crate) const MAX_CLAIM_CPUS: usize = 65_536;
 
 /// A claim's CPUs as a kernel CPU list string.
 mod cpu_list_text {
@@ -234,7 +234,7 @@ pub struct Scan {
     pub holders: Vec<Holder>,
     /// The same user's starting jobs' unstarted ranks.
     pub reserved: Vec<Reserved>,
-    /// Files that count for nothing (kept for `binder node`, at most [`MAX_IGNORED`]).
+    /// Files that count for nothing (kept for `binder node`, at most `MAX_IGNORED`).
     pub ignored: Vec<Ignored>,
     /// Why the scan may have missed something (a time or size limit was reached).
     pub incomplete: Option<String>,
@@ -252,7 +252,7 @@ pub struct Scan {
 }
 
 /// The most ignored files a scan keeps to report.
-pub const MAX_IGNORED: usize = 64;
+pub(crate) const MAX_IGNORED: usize = 64;
 
 impl Scan {
     /// An empty scan as user `me` sees the node.
@@ -274,7 +274,7 @@ impl Scan {
         self.steer_gpus.dedup();
     }
 
-    /// Records an ignored file (only the first [`MAX_IGNORED`]).
+    /// Records an ignored file (only the first `MAX_IGNORED`).
     pub fn ignore(&mut self, file: &str, owner: Option<u32>, why: String) {
         if self.ignored.len() < MAX_IGNORED {
             self.ignored.push(Ignored {
@@ -411,7 +411,12 @@ pub enum Verdict {
 
 /// The verdict for `mine` (CPUs and GPU bus ids, and this task's priority) against the
 /// other jobs' live tasks.
-pub fn verdict(cpus: &[usize], gpus: &[String], me: (u64, u32), others: &[Holder]) -> Verdict {
+pub(crate) fn verdict(
+    cpus: &[usize],
+    gpus: &[String],
+    me: (u64, u32),
+    others: &[Holder],
+) -> Verdict {
     let mut wait = false;
     for h in others {
         let cpu_clash = h.cpus.iter().any(|c| cpus.binary_search(c).is_ok());

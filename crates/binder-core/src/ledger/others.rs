@@ -1,8 +1,8 @@
 //! Reading the other users' ledger directories (SEMANTICS §13.1, §13.2): every directory
 //! of the ledger root that carries the prefix, but this user's own, within hard caps: at
-//! most [`MAX_DIRS_PER_USER`] directories per owner (canonical names first, so a flood of
+//! most `MAX_DIRS_PER_USER` directories per owner (canonical names first, so a flood of
 //! names cannot push a real directory out of its owner's quota), `MAX_DIR_ENTRIES`
-//! names per directory and [`SCAN_BUDGET`] of time; a claim file is read only when its
+//! names per directory and `SCAN_BUDGET` of time; a claim file is read only when its
 //! name names a live process of the directory's owner, once per process.
 //!
 //! What these files say never decides another user's CPUs: as soon as any entry of
@@ -26,10 +26,10 @@ use super::Scan;
 use crate::procfs::Procs;
 
 /// The most directories of one owner read.
-pub const MAX_DIRS_PER_USER: usize = 4;
+pub(crate) const MAX_DIRS_PER_USER: usize = 4;
 /// The time one scan of the other users' directories may take (past it, only GPUs and
 /// job names of the unread claims are missed: the kernel's view has every CPU).
-pub const SCAN_BUDGET: Duration = Duration::from_millis(250);
+pub(crate) const SCAN_BUDGET: Duration = Duration::from_millis(250);
 /// Above this many claim names in one of this user's other directories, `/proc` is
 /// listed once instead of read per name.
 const LIST_PIDS_ABOVE: usize = 64;

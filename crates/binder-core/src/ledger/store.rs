@@ -31,16 +31,16 @@ use crate::identity::job::JobId;
 use crate::procfs::Procs;
 
 /// The prefix of every user's ledger directory.
-pub const PREFIX: &str = "binder-ledger.";
+pub(crate) const PREFIX: &str = "binder-ledger.";
 /// The largest claim file read (binder writes a few hundred bytes; every other PU of a
 /// 16,384-PU node is 48 KB; more is junk).
-pub const MAX_CLAIM_BYTES: u64 = 128 << 10;
+pub(crate) const MAX_CLAIM_BYTES: u64 = 128 << 10;
 /// The largest plan file read (a plan of 65,536 ranks fits).
-pub const MAX_PLAN_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_PLAN_BYTES: u64 = 16 << 20;
 /// How long a launch waits for its own user's lock by default (`BINDER_LEDGER_WAIT`).
-pub const DEFAULT_WAIT_SECS: u64 = 30;
+pub(crate) const DEFAULT_WAIT_SECS: u64 = 30;
 /// The most of this user's dead files one launch removes.
-pub const MAX_REMOVALS: usize = 64;
+pub(crate) const MAX_REMOVALS: usize = 64;
 
 /// This node's ledger as one user sees it: the root, and that user's own directory.
 #[derive(Debug, Clone)]
@@ -81,7 +81,7 @@ pub struct OwnClaim {
 pub struct Own {
     /// Claims whose task is alive.
     pub live: Vec<OwnClaim>,
-    /// Claims whose task has ended (each launch removes up to [`MAX_REMOVALS`] of their
+    /// Claims whose task has ended (each launch removes up to `MAX_REMOVALS` of their
     /// files; they stay listed here for the launch that found them).
     pub dead: Vec<OwnClaim>,
     /// Job plan files (their job file-name parts).
@@ -112,7 +112,7 @@ pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
 }
 
 /// Whether the user turned the ledger off (`BINDER_LEDGER=off`, `0`, `no`, `false`).
-pub fn turned_off(env: &dyn Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn turned_off(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_LEDGER").as_deref().is_some_and(off)
 }
 
@@ -252,7 +252,7 @@ impl Ledger {
     }
 
     /// Removes this user's dead claims (with their markers) and plans that no live task
-    /// uses and that are past their grace period: at most [`MAX_REMOVALS`] files, so a
+    /// uses and that are past their grace period: at most `MAX_REMOVALS` files, so a
     /// launch after a burst of short jobs does bounded work.
     pub fn tidy(&self, own: &mut Own) {
         let dir = &*self.own_fd;

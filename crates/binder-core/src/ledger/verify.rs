@@ -18,7 +18,7 @@ use super::{Claim, Holder, FORMAT};
 use crate::procfs::Procs;
 
 /// The most GPUs one claim may name (a node has far fewer; more is junk).
-pub const MAX_GPUS: usize = 256;
+pub(crate) const MAX_GPUS: usize = 256;
 
 /// The parts of a claim file's name `c.<pid>.<start>.<rank>.<job>`: PID, start, rank.
 pub fn claim_name(name: &str) -> Option<(u32, u64, usize)> {
@@ -34,7 +34,7 @@ pub fn claim_name(name: &str) -> Option<(u32, u64, usize)> {
 /// A claim file's text, checked to be binder's format and to name the process (`pid`,
 /// `start`) its file name names; `Err` says why it counts for nothing. Every claim read,
 /// this user's or another's, goes through it.
-pub fn parse_claim(text: &str, (pid, start): (u32, u64)) -> Result<Claim, String> {
+pub(crate) fn parse_claim(text: &str, (pid, start): (u32, u64)) -> Result<Claim, String> {
     let claim: Claim = serde_json::from_str(text).map_err(|e| format!("corrupt: {e}"))?;
     if claim.format != FORMAT {
         return Err(format!("format {} (binder writes {FORMAT})", claim.format));

@@ -47,7 +47,7 @@ pub struct Other {
     pub pid: u32,
     /// Its owner (effective uid).
     pub uid: u32,
-    /// Every thread's affinity (OS numbers, ascending), at most [`MAX_THREADS`] threads.
+    /// Every thread's affinity (OS numbers, ascending), at most `MAX_THREADS` threads.
     pub threads: Vec<Vec<usize>>,
 }
 
@@ -59,7 +59,7 @@ pub trait Procs {
     fn stat(&self, pid: u32) -> Option<Stat>;
     /// A process's status, `None` when it does not exist or cannot be read.
     fn status(&self, pid: u32) -> Option<Status>;
-    /// Every thread's affinity (`/proc/PID/task/*/status`, at most [`MAX_THREADS`]
+    /// Every thread's affinity (`/proc/PID/task/*/status`, at most `MAX_THREADS`
     /// threads), `None` when the process cannot be read. A task is held where *any* of
     /// its threads may run, so the main thread's list alone is not enough.
     fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
@@ -112,7 +112,7 @@ pub trait Procs {
 }
 
 /// The most threads of one process whose affinity is read (more are not looked at).
-pub const MAX_THREADS: usize = 4096;
+pub(crate) const MAX_THREADS: usize = 4096;
 
 /// The affinity of process `pid` (`None`: this thread) as the kernel has it, OS numbers
 /// ascending; `None` when it cannot be read (the process is gone). Any user may read any
@@ -223,7 +223,7 @@ fn read(path: &str) -> Option<String> {
 /// 0), about a third of the syscalls of a warm launch's reads. At most `max` bytes are
 /// read; bytes that are not UTF-8 are replaced (a `comm` may hold any byte), so a file
 /// always reads as text.
-pub fn read_small(path: &str, max: usize) -> std::io::Result<String> {
+pub(crate) fn read_small(path: &str, max: usize) -> std::io::Result<String> {
     use rustix::fs::{Mode, OFlags};
     // rustix's `open` and `read` are these very syscalls, without std's extra ones; the
     // descriptor closes when dropped.
@@ -324,7 +324,7 @@ impl Procs for RealOnce {
 
 /// Parses a stat line. `comm` sits in parentheses and may itself hold `)` and spaces, so
 /// the fields are read after the *last* `)`.
-pub fn parse_stat(line: &str) -> Option<Stat> {
+pub(crate) fn parse_stat(line: &str) -> Option<Stat> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let comm = line.get(open + 1..close)?.to_owned();
@@ -341,7 +341,7 @@ pub fn parse_stat(line: &str) -> Option<Stat> {
 }
 
 /// Parses a status file's `Uid:` (the real one) and `Cpus_allowed_list:` lines.
-pub fn parse_status(text: &str) -> Option<Status> {
+pub(crate) fn parse_status(text: &str) -> Option<Status> {
     let mut uid = None;
     let mut cpus = None;
     for line in text.lines() {
@@ -358,10 +358,10 @@ pub fn parse_status(text: &str) -> Option<Status> {
 }
 
 /// The largest CPU number binder reads in a list (hwloc's own limit is far below).
-pub const MAX_CPU: usize = 1 << 20;
+pub(crate) const MAX_CPU: usize = 1 << 20;
 
 /// Parses a kernel CPU list (`0-3,8,10-11`) into ascending numbers; `None` when malformed
-/// or naming a CPU above [`MAX_CPU`]. An empty string is the empty list.
+/// or naming a CPU above `MAX_CPU`. An empty string is the empty list.
 pub fn parse_list(text: &str) -> Option<Vec<usize>> {
     parse_list_max(text, MAX_CPU + 1)
 }
