@@ -17,6 +17,7 @@ pub mod launch;
 pub mod ledger;
 pub mod procfs;
 pub mod text;
+pub mod vendor;
 pub mod view;
 
 pub use error::Error;

@@ -115,7 +115,7 @@ fn hand_over(args: &[OsString]) -> ! {
     };
     binder_core::text::emit(
         &mut std::io::stderr(),
-        &format!("{why}; binder needs {FULL} installed beside it (`cargo build` builds both, `cargo install` installs both)"),
+        &format!("{why}; binder needs {FULL} installed beside it (`cargo build --release` builds both into target/release; `cargo install --path crates/binder-core` installs binder, `cargo install --path .` {FULL})"),
     );
     std::process::exit(exit_code::REFUSED)
 }

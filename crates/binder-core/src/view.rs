@@ -63,26 +63,7 @@ impl TaskView {
     }
 }
 
-/// GPU vendors binder knows how to hand devices to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vendor {
-    /// PCI vendor 10de: CUDA_VISIBLE_DEVICES.
-    Nvidia,
-    /// PCI vendor 1002: ROCR_VISIBLE_DEVICES.
-    Amd,
-    /// PCI vendor 8086: ZE_AFFINITY_MASK.
-    Intel,
-}
-
-impl std::fmt::Display for Vendor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Amd => "amd",
-            Vendor::Intel => "intel",
-        })
-    }
-}
+pub use crate::vendor::Vendor;
 
 /// A job's packing policy as the cache and the ledger record it (the shape's `pack`,
 /// SEMANTICS §13), written as the shape spells it.

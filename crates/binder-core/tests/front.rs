@@ -91,7 +91,10 @@ fn binder_without_binder_full_says_what_to_install() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("binder: cannot run ") && err.contains("binder-full installed beside it"),
+        err.starts_with("binder: cannot run ")
+            && err.contains("binder-full installed beside it")
+            && err.contains("cargo install --path crates/binder-core")
+            && err.contains("cargo install --path . binder-full"),
         "{err}"
     );
 }

@@ -124,6 +124,31 @@ fn readme_environment_and_files_tables_are_the_man_pages() {
     );
 }
 
+/// The variables a task gets for its GPUs are each vendor's row of
+/// `binder_core::vendor::VENDORS`: the manual's task table names every one, with its
+/// fixed value where the row has one.
+#[test]
+fn the_task_table_holds_every_vendors_variables() {
+    use binder::manual::TASK_ENVIRONMENT;
+    for row in &binder_core::vendor::VENDORS {
+        for (name, value) in row.task_vars {
+            let entry = TASK_ENVIRONMENT
+                .iter()
+                .find(|e| e.names.contains(name))
+                .unwrap_or_else(|| {
+                    panic!("{name} ({}) is not in the manual's task table", row.name)
+                });
+            if let Some(value) = value {
+                assert!(
+                    entry.what.contains(&format!("`{value}`")),
+                    "{name}: {}",
+                    entry.what
+                );
+            }
+        }
+    }
+}
+
 /// Every `BINDER_*` name in binder's sources is in the manual's tables, and every
 /// launcher variable the ENVIRONMENT table names is one binder-core really reads.
 #[test]

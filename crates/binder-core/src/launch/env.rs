@@ -121,21 +121,16 @@ pub fn task_env(
                 .map(|g| g.export.clone())
                 .collect()
         };
-        let nvidia = of(Vendor::Nvidia);
-        if !nvidia.is_empty() {
-            env.push(("CUDA_VISIBLE_DEVICES".into(), list(&nvidia)));
-            env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
-        }
-        let amd = of(Vendor::Amd);
-        if !amd.is_empty() {
-            env.push(("ROCR_VISIBLE_DEVICES".into(), list(&amd)));
-        }
-        let intel = of(Vendor::Intel);
-        if !intel.is_empty() {
-            env.push(("ZE_AFFINITY_MASK".into(), list(&intel)));
-            // Level Zero's order is the driver's unless asked for PCI order, which is
-            // the order ZE_AFFINITY_MASK's indices are written in (SEMANTICS §9).
-            env.push(("ZE_ENABLE_PCI_ID_DEVICE_ORDER".into(), "1".into()));
+        // Each vendor's variables, as its row of `vendor::VENDORS` says.
+        for row in &crate::vendor::VENDORS {
+            let mine = of(row.vendor);
+            if mine.is_empty() {
+                continue;
+            }
+            for (name, value) in row.task_vars {
+                let value = value.map_or_else(|| list(&mine), str::to_owned);
+                env.push(((*name).to_owned(), value));
+            }
         }
     }
     if !task.nics.is_empty() {

@@ -15,17 +15,7 @@ use std::path::PathBuf;
 /// The subcommands, which are never a shape file's name on the warm path.
 pub const SUBCOMMANDS: [&str; 5] = ["schema", "topology", "node", "explain", "generate"];
 
-/// Every variable that can change which GPUs a job gets (SEMANTICS §9): the node cache
-/// and the ledger key a plan on their values.
-pub const GPU_GRANT_VARS: [&str; 7] = [
-    "CUDA_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL",
-    "ZE_AFFINITY_MASK",
-    "SLURM_STEP_GPUS",
-    "SLURM_JOB_GPUS",
-];
+pub use crate::vendor::GPU_GRANT_VARS;
 
 /// A plain launch line: the only one the warm path answers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,11 @@
 //! Which GPUs a job may have (SEMANTICS §9, last bullet): those its allocation grants,
 //! as the allowed cpuset does for CPUs, less those another live job holds (§13).
 //!
-//! The allocation is what the environment the job inherited says:
-//!
-//! | vendor | variable (first one set) | entries |
-//! |---|---|---|
-//! | NVIDIA | `CUDA_VISIBLE_DEVICES` | index in PCI order, or `GPU-<uuid>` (a unique prefix) |
-//! | AMD | `ROCR_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL` | index, or `GPU-<uuid>` |
-//! | Intel | `ZE_AFFINITY_MASK` | index (`N` or `N.M`) |
-//! | any | `SLURM_STEP_GPUS`, else `SLURM_JOB_GPUS` | Slurm's GPU indices |
+//! The allocation is what the environment the job inherited says: each vendor's
+//! allocation variables (first one set; its row of `binder_core::vendor::VENDORS`:
+//! `CUDA_VISIBLE_DEVICES` for NVIDIA, `ROCR_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`,
+//! `GPU_DEVICE_ORDINAL` for AMD, `ZE_AFFINITY_MASK` for Intel), and for any vendor the
+//! scheduler's (`SLURM_STEP_GPUS`, else `SLURM_JOB_GPUS`: Slurm's GPU indices).
 //!
 //! A vendor whose variable is set may use the GPUs it lists and no other; one whose
 //! variable is unset may use all of its GPUs, or those Slurm lists when Slurm's variable
@@ -18,24 +15,8 @@
 //! entries it was given, written as inherited: never renumbered, never a GPU outside them.
 
 use super::model::Gpu;
-use super::Vendor;
 
-/// Each vendor's variables, first one set wins.
-const VENDOR_VARS: [(Vendor, &[&str]); 3] = [
-    (Vendor::Nvidia, &["CUDA_VISIBLE_DEVICES"]),
-    (
-        Vendor::Amd,
-        &[
-            "ROCR_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES",
-            "GPU_DEVICE_ORDINAL",
-        ],
-    ),
-    (Vendor::Intel, &["ZE_AFFINITY_MASK"]),
-];
-
-/// Slurm's variables, first one set wins.
-const SLURM_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
+use binder_core::vendor::{SCHEDULER_GPU_VARS, VENDORS};
 
 /// The most entries read from one variable; the longest entry kept.
 const MAX_ENTRIES: usize = 1024;
@@ -44,8 +25,9 @@ const MAX_ENTRY: usize = 128;
 /// The GPUs a job may have.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grant {
-    /// Per vendor (in [`VENDOR_VARS`] order), the inherited entries, when set.
-    lists: [Option<Vec<String>>; 3],
+    /// Per vendor (in `binder_core::vendor::VENDORS` order), the inherited entries,
+    /// when set.
+    lists: [Option<Vec<String>>; VENDORS.len()],
     /// Slurm's GPU indices, when set.
     slurm: Option<Vec<String>>,
     /// PCI bus ids another job holds.
@@ -72,7 +54,7 @@ fn entries(value: &str) -> Vec<String> {
 impl Grant {
     /// Every GPU of the node (no allocation named, nothing held).
     pub const EVERY: Grant = Grant {
-        lists: [None, None, None],
+        lists: [const { None }; VENDORS.len()],
         slurm: None,
         held: Vec::new(),
         steer: Vec::new(),
@@ -83,8 +65,8 @@ impl Grant {
     pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Grant {
         let first = |names: &[&str]| names.iter().find_map(|n| get(n)).map(|v| entries(&v));
         Grant {
-            lists: VENDOR_VARS.map(|(_, names)| first(names)),
-            slurm: first(&SLURM_VARS),
+            lists: VENDORS.each_ref().map(|row| first(row.allocation)),
+            slurm: first(&SCHEDULER_GPU_VARS),
             held: Vec::new(),
             steer: Vec::new(),
             uuid: false,
@@ -125,10 +107,7 @@ impl Grant {
             if self.held.contains(&gpu.busid) {
                 continue;
             }
-            let v = VENDOR_VARS
-                .iter()
-                .position(|(vendor, _)| *vendor == gpu.vendor)
-                .unwrap_or(0);
+            let v = gpu.vendor as usize;
             let allocated = self.lists[v].is_some() || self.slurm.is_some();
             if !allocated && self.steer.contains(&gpu.busid) {
                 continue;
@@ -199,6 +178,7 @@ fn index_of(entry: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::Vendor;
     use hwlocality::cpu::cpuset::CpuSet;
 
     fn gpu(number: usize, vendor: Vendor, vendor_index: usize) -> Gpu {

@@ -41,11 +41,8 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
         let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
             continue;
         };
-        let vendor = match attr.vendor_id() {
-            0x10de => Vendor::Nvidia,
-            0x1002 => Vendor::Amd,
-            0x8086 => Vendor::Intel,
-            _ => continue,
+        let Some(vendor) = Vendor::from_pci(attr.vendor_id()) else {
+            continue;
         };
         let class = attr.class_id() >> 8;
         if class != 0x03 && class != 0x12 {

@@ -1,0 +1,169 @@
+//! One row per GPU vendor: every fact binder knows of one, in one place. GPU discovery
+//! (the PCI vendor id), the job's GPU allocation (the variables it inherits), the node
+//! cache's and the ledger's key ([`GPU_GRANT_VARS`]), the task's variables and the
+//! manual's rows are all read from [`VENDORS`].
+//!
+//! Adding a vendor is a variant of [`Vendor`] and one row here: rows are in the enum's
+//! order (a test holds it).
+
+/// GPU vendors binder knows how to hand devices to; each one's facts are its row of
+/// [`VENDORS`], in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    /// NVIDIA (CUDA).
+    Nvidia,
+    /// AMD (ROCm).
+    Amd,
+    /// Intel (Level Zero).
+    Intel,
+}
+
+/// Everything binder knows of one GPU vendor.
+#[derive(Debug)]
+pub struct VendorRow {
+    /// Which vendor.
+    pub vendor: Vendor,
+    /// Its name in plans, reports and the cache (`nvidia`).
+    pub name: &'static str,
+    /// Its PCI vendor id, how hwloc's PCI devices say it.
+    pub pci_id: u16,
+    /// The variables that carry the job's allocation, first one set wins (SEMANTICS §9).
+    pub allocation: &'static [&'static str],
+    /// What an allocation entry may be, for the docs.
+    pub entries: &'static str,
+    /// The variable binder sets to the task's GPUs, and those it sets beside it.
+    pub task_vars: &'static [(&'static str, Option<&'static str>)],
+}
+
+/// Every vendor, in [`Vendor`]'s order.
+pub const VENDORS: [VendorRow; 3] = [
+    VendorRow {
+        vendor: Vendor::Nvidia,
+        name: "nvidia",
+        pci_id: 0x10de,
+        allocation: &["CUDA_VISIBLE_DEVICES"],
+        entries: "index in PCI order, or `GPU-<uuid>` (a unique prefix)",
+        task_vars: &[
+            ("CUDA_VISIBLE_DEVICES", None),
+            ("CUDA_DEVICE_ORDER", Some("PCI_BUS_ID")),
+        ],
+    },
+    VendorRow {
+        vendor: Vendor::Amd,
+        name: "amd",
+        pci_id: 0x1002,
+        allocation: &[
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+        ],
+        entries: "index, or `GPU-<uuid>`",
+        task_vars: &[("ROCR_VISIBLE_DEVICES", None)],
+    },
+    VendorRow {
+        vendor: Vendor::Intel,
+        name: "intel",
+        pci_id: 0x8086,
+        allocation: &["ZE_AFFINITY_MASK"],
+        entries: "index (`N` or `N.M`)",
+        // Level Zero's order is the driver's unless asked for PCI order, which is the
+        // order ZE_AFFINITY_MASK's indices are written in (SEMANTICS §9).
+        task_vars: &[
+            ("ZE_AFFINITY_MASK", None),
+            ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", Some("1")),
+        ],
+    },
+];
+
+/// A scheduler's GPU allocation for any vendor, first one set wins: Slurm's GPU indices.
+pub const SCHEDULER_GPU_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
+
+impl Vendor {
+    /// Its row of [`VENDORS`].
+    pub const fn row(self) -> &'static VendorRow {
+        &VENDORS[self as usize]
+    }
+
+    /// The vendor of a PCI vendor id, if binder knows it.
+    pub fn from_pci(id: u16) -> Option<Vendor> {
+        VENDORS.iter().find(|r| r.pci_id == id).map(|r| r.vendor)
+    }
+
+    /// The variable a task's GPUs of this vendor are listed in.
+    pub fn task_var(self) -> &'static str {
+        self.row().task_vars[0].0
+    }
+}
+
+impl std::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.row().name)
+    }
+}
+
+/// How many names [`GPU_GRANT_VARS`] has.
+const GRANT_COUNT: usize = {
+    let mut n = SCHEDULER_GPU_VARS.len();
+    let mut i = 0;
+    while i < VENDORS.len() {
+        n += VENDORS[i].allocation.len();
+        i += 1;
+    }
+    n
+};
+
+/// Every variable that can change which GPUs a job gets (SEMANTICS §9): each vendor's
+/// allocation variables, then the scheduler's. The node cache and the ledger key a plan
+/// on their values, and the manual's ENVIRONMENT row is this list.
+pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
+    let mut out = [""; GRANT_COUNT];
+    let (mut i, mut k) = (0, 0);
+    while i < VENDORS.len() {
+        let mut j = 0;
+        while j < VENDORS[i].allocation.len() {
+            out[k] = VENDORS[i].allocation[j];
+            k += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    let mut s = 0;
+    while s < SCHEDULER_GPU_VARS.len() {
+        out[k] = SCHEDULER_GPU_VARS[s];
+        k += 1;
+        s += 1;
+    }
+    out
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_in_the_enums_order() {
+        for (i, row) in VENDORS.iter().enumerate() {
+            assert_eq!(row.vendor as usize, i, "{}", row.name);
+            assert_eq!(Vendor::from_pci(row.pci_id), Some(row.vendor));
+            // The task's list is the first variable set, and one the runtime reads.
+            assert_eq!(row.task_vars[0].1, None, "{}", row.name);
+            assert!(row.allocation.contains(&row.task_vars[0].0), "{}", row.name);
+        }
+    }
+
+    #[test]
+    fn the_key_holds_every_allocation_variable() {
+        assert_eq!(
+            GPU_GRANT_VARS,
+            [
+                "CUDA_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES",
+                "HIP_VISIBLE_DEVICES",
+                "GPU_DEVICE_ORDINAL",
+                "ZE_AFFINITY_MASK",
+                "SLURM_STEP_GPUS",
+                "SLURM_JOB_GPUS",
+            ]
+        );
+    }
+}
