@@ -94,7 +94,7 @@ fn binder_without_binder_full_says_what_to_install() {
         err.starts_with("binder: cannot run ")
             && err.contains("binder-full installed beside it")
             && err.contains("cargo install --path crates/binder-core")
-            && err.contains("cargo install --path . binder-full"),
+            && err.contains("`cargo install --path .` binder-full"),
         "{err}"
     );
 }
