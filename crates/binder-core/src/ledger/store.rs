@@ -454,8 +454,9 @@ fn secret_name(uid: u32, home: &str) -> Option<String> {
         let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
         // Written whole under a private name, then linked into place: two first launches
         // at once both end up reading the one key that won the link.
-        let tmp = dir.join(format!(".ledger-key.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
+        // The private name is the key itself: unique to this attempt, so two threads (or
+        // processes) never remove or reuse each other's.
+        let tmp = dir.join(format!(".ledger-key.{text}"));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
