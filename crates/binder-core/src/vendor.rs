@@ -88,11 +88,6 @@ impl Vendor {
     pub fn from_pci(id: u16) -> Option<Vendor> {
         VENDORS.iter().find(|r| r.pci_id == id).map(|r| r.vendor)
     }
-
-    /// The variable a task's GPUs of this vendor are listed in.
-    pub fn task_var(self) -> &'static str {
-        self.row().task_vars[0].0
-    }
 }
 
 impl std::fmt::Display for Vendor {

@@ -107,13 +107,7 @@ pub fn check(
             seen.uid
         ));
     }
-    let stat = procs
-        .stat(pid)
-        .filter(|s| !s.ended())
-        .ok_or_else(|| format!("pid {pid} is gone"))?;
-    if stat.start != start {
-        return Err(format!("pid {pid} is another process now"));
-    }
+    let stat = super::verify::live(procs, (pid, start))?;
     Ok((seen.cpus.clone(), !SETTLING.contains(&stat.comm.as_str())))
 }
 

@@ -15,7 +15,20 @@
 use std::collections::BTreeSet;
 
 use super::{Claim, Holder, FORMAT};
-use crate::procfs::Procs;
+use crate::procfs::{Procs, Stat};
+
+/// The process a claim names, `pid` started at `start`, while it still runs: its stat, or
+/// why the claim counts for nothing (gone, or its pid reused by another process).
+pub(super) fn live(procs: &dyn Procs, (pid, start): (u32, u64)) -> Result<Stat, String> {
+    let stat = procs
+        .stat(pid)
+        .filter(|s| !s.ended())
+        .ok_or_else(|| format!("pid {pid} is gone"))?;
+    if stat.start != start {
+        return Err(format!("pid {pid} is another process now"));
+    }
+    Ok(stat)
+}
 
 /// The most GPUs one claim may name (a node has far fewer; more is junk).
 pub(crate) const MAX_GPUS: usize = 256;
@@ -65,13 +78,7 @@ pub fn verify_claim(
     procs: &dyn Procs,
 ) -> Result<Holder, String> {
     // The process first: a dead one's file is not even opened.
-    let stat = procs
-        .stat(pid)
-        .filter(|s| !s.ended())
-        .ok_or_else(|| format!("pid {pid} is gone"))?;
-    if stat.start != start {
-        return Err(format!("pid {pid} is another process now"));
-    }
+    live(procs, (pid, start))?;
     let claim = parse_claim(&read()?, (pid, start))?;
     let status = procs
         .status(pid)
