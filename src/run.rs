@@ -167,7 +167,8 @@ pub fn run(
         binder_core::text::emit(err, &envelope.describe());
     }
     let grant = binder_plan::gpu::Grant::from_env(&|k| env.var(k))
-        .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
+        .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid))
+        .place_mig(binder_core::vendor::nvidia_listing);
     if let Action::Launch(command) = &config.action {
         // Every launch runs the one launch flow: the node ledger unless it is off, the
         // node cache, the plan inside the job's allocation, hwloc's binding, exec.
@@ -226,7 +227,10 @@ pub fn run(
         ));
     }
     if config.format == report::Format::Rankfile {
-        return report::rankfile(&topology, &plan, out).map_err(Error::Output);
+        return report::rankfile(&topology, &plan, out).map_err(|e| match e {
+            report::RankfileError::Output(e) => Error::Output(e),
+            refused => Error::Usage(refused.to_string()),
+        });
     }
     if matches!(config.format, report::Format::Map | report::Format::Svg) {
         // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,

@@ -150,7 +150,7 @@ fn refusal_hints_fit_the_shape() {
         &["--local-size", "3", "--synthetic", "core:4 pu:2"],
     );
     assert_eq!(code, 125);
-    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 pu in the pool; run fewer tasks per node or select more resources\n");
+    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 PUs in the pool; run fewer tasks per node, or select more resources\n");
     let (_, _, err) = dry(
         "resources:\n  - type: core\n    count: 2\n",
         &["--local-size", "3", "--synthetic", "core:4 pu:2"],

@@ -409,3 +409,32 @@ fn gcs_binding_lists_each_cpu_once() {
         }
     }
 }
+
+/// A rankfile names whole cores: two tasks on the two hardware threads of one core would get
+/// the same line and Open MPI would bind both to the core (issue 36). By hand: 4 tasks
+/// of `pu: 4` on `core:2 pu:2` get a PU each, task 0 PU 0 and task 1 PU 1, both threads of core
+/// 0:0, so the rankfile is refused with the task and core named and nothing is written.
+#[test]
+fn rankfile_refuses_part_of_a_core() {
+    let out = run(
+        binder().args([
+            "--dry-run",
+            "--format",
+            "rankfile",
+            "--synthetic",
+            "pack:1 core:2 pu:2",
+            "--local-size",
+            "4",
+            "shapes/pu-4.yaml",
+        ]),
+        125,
+    );
+    assert!(out.stdout.is_empty(), "nothing is written");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("task 0 holds 1 of the 2 hardware threads of core 0:0")
+            && err.contains("bind: core"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -328,3 +328,110 @@ fn launch_child() {
     );
     panic!("exec failed: {err}");
 }
+
+/// MIG instances in an inherited `CUDA_VISIBLE_DEVICES` (issue 36): each is a device of
+/// its own on its parent GPU, placed in that GPU's locality (hwloc-calc's `os=cuda2`),
+/// passed on as written; the parent of a `MIG-<uuid>` comes from the driver's listing (a
+/// stand-in `nvidia-smi -L` on PATH, in the layout NVIDIA documents), and an instance the
+/// listing does not name is refused with the entry said, never guessed. The XML's UUIDs are
+/// anonymised (all zero), so the listing's index places the parent.
+#[test]
+fn mig_instances_follow_their_parent_gpu() {
+    let Some(shared) = shared() else { return };
+    if !hwloc_calc_or_skip() {
+        return;
+    }
+    let xml = xml_path(&shared, "spr8480-2s-112c-smt2-snc4-4h100.xml");
+    let dir = crate::common::scratch().join("fake-nvidia-smi");
+    std::fs::create_dir_all(&dir).unwrap();
+    let smi = dir.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\ncat <<'X'\nGPU 0: NVIDIA H100 (UUID: GPU-0a)\nGPU 2: NVIDIA H100 (UUID: GPU-2a)\n  MIG 3g.40gb Device  0: (UUID: MIG-aaaa0000-0000-5000-8000-000000000000)\n  MIG 3g.40gb Device  1: (UUID: MIG-bbbb0000-0000-5000-8000-000000000000)\nX\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+    let mig = [
+        "MIG-aaaa0000-0000-5000-8000-000000000000",
+        "MIG-bbbb0000-0000-5000-8000-000000000000",
+    ];
+    let out = run(
+        binder()
+            .env("PATH", &path)
+            .env("CUDA_VISIBLE_DEVICES", mig.join(","))
+            .args([
+                "-n",
+                "--format",
+                "json",
+                "--show-env",
+                "--local-size",
+                "2",
+                "--topology",
+            ])
+            .arg(&xml)
+            .arg(root().join("shapes/gpu-local.yaml")),
+        SUCCESS,
+    );
+    let near = calc_pus(&xml, "os=cuda2");
+    let tasks: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    let mut all = BTreeSet::new();
+    for (task, entry) in tasks.iter().zip(mig) {
+        let cpus = set_of(task, "cpus");
+        assert!(!cpus.is_empty() && cpus.is_subset(&near), "{task}");
+        assert!(
+            all.is_disjoint(&cpus),
+            "each instance's task has CPUs of its own"
+        );
+        all.extend(cpus);
+        assert_eq!(task["env"]["CUDA_VISIBLE_DEVICES"], entry, "{task}");
+    }
+    // An instance the listing does not name: refused, the entry named.
+    let out = run(
+        binder()
+            .env("PATH", &path)
+            .env(
+                "CUDA_VISIBLE_DEVICES",
+                "MIG-cccc0000-0000-5000-8000-000000000000",
+            )
+            .args(["-n", "--topology"])
+            .arg(&xml)
+            .arg(root().join("shapes/gpu-local.yaml")),
+        REFUSED,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("MIG instance(s) MIG-cccc0000") && err.contains("`nvidia-smi -L`"),
+        "{err}"
+    );
+}
+
+/// `CUDA_VISIBLE_DEVICES=-1` (what Flux exports to a job run without `-g`) on a GPU node:
+/// the refusal says the job's allocation holds no GPU and how to ask Flux for one, not
+/// that the topology lacks I/O (issue 36).
+#[test]
+fn a_job_given_no_gpus_is_told_why() {
+    let Some(shared) = shared() else { return };
+    let xml = xml_path(&shared, "spr8480-2s-112c-smt2-snc4-4h100.xml");
+    let out = run(
+        binder()
+            .env("CUDA_VISIBLE_DEVICES", "-1")
+            .args(["-n", "--local-size", "2", "--topology"])
+            .arg(&xml)
+            .arg(root().join("shapes/gpu-local.yaml")),
+        REFUSED,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("has 0 for this job (4 in all; its allocation says CUDA_VISIBLE_DEVICES=-1)")
+            && err.contains("add `-g N`")
+            && !err.contains("include I/O"),
+        "{err}"
+    );
+}

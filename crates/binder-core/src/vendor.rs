@@ -131,6 +131,49 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
     out
 };
 
+/// What the NVIDIA driver lists of the node's GPUs and their MIG instances
+/// (`nvidia-smi -L`), read when an inherited `CUDA_VISIBLE_DEVICES` names a MIG instance
+/// whose GPU only the driver knows (hwloc lists no MIG instances). `None` when the tool is
+/// missing, fails, or takes longer than [`DRIVER_LISTING_TIMEOUT`] (a wedged GPU can hang
+/// it; it is then killed), so a launch never waits on it for long.
+pub fn nvidia_listing() -> Option<String> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("nvidia-smi")
+        .arg("-L")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() < DRIVER_LISTING_TIMEOUT => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut text = String::new();
+    // The listing is a line per GPU and instance; more than 256 KiB is not one.
+    child
+        .stdout
+        .take()?
+        .take(256 * 1024)
+        .read_to_string(&mut text)
+        .ok()?;
+    status.filter(|s| s.success()).map(|_| text)
+}
+
+/// How long [`nvidia_listing`] waits for the driver.
+pub const DRIVER_LISTING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[cfg(test)]
 mod tests {
     use super::*;

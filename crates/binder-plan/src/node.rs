@@ -205,9 +205,14 @@ pub fn build(
         let gpus = job
             .gpus()
             .iter()
-            .map(|b| match numbers.iter().find(|(busid, _)| busid == b) {
-                Some((_, n)) => format!("gpu:{n}"),
-                None => printable(b, 16),
+            .map(|b| {
+                // A MIG instance's claim is `busid/MIG-…`: its parent's number and the entry.
+                let (bus, mig) = b.split_once('/').unwrap_or((b, ""));
+                match numbers.iter().find(|(busid, _)| busid == bus) {
+                    Some((_, n)) if mig.is_empty() => format!("gpu:{n}"),
+                    Some((_, n)) => format!("gpu:{n}/{}", printable(mig, 48)),
+                    None => printable(b, 16),
+                }
             })
             .collect();
         jobs.push(Job {

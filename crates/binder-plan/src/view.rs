@@ -31,7 +31,7 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
                 let gpu = &plan.gpus[g];
                 GpuView {
                     number: gpu.number,
-                    busid: gpu.busid.clone(),
+                    busid: gpu.claim_id(),
                     vendor: gpu.vendor.to_string(),
                     export: gpu.export.clone(),
                 }

@@ -16,14 +16,7 @@ pub enum DistributeError {
         rest: usize,
     },
     /// Fewer units than tasks.
-    #[error(
-        "{origin}: {tasks} tasks but only {units} {unit} in the pool{scope}; run fewer tasks per node{finer}",
-        finer = if *.unit == Unit::Core {
-            ", select more resources, or bind to a finer unit (`bind: pu`)"
-        } else {
-            " or select more resources"
-        }
-    )]
+    #[error("{}", too_few(origin, *tasks, *units, *unit, scope))]
     TooFewUnits {
         /// The shape file.
         origin: String,
@@ -134,4 +127,38 @@ pub enum DistributeError {
         /// The topology source.
         source_desc: String,
     },
+}
+
+/// The message for [`DistributeError::TooFewUnits`]: counted words in the right number, and
+/// only the fixes that apply (a finer unit only when the unit is core; fewer tasks only when
+/// there is more than one).
+fn too_few(origin: &str, tasks: usize, units: usize, unit: Unit, scope: &str) -> String {
+    let plural = |n: usize, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    // hwloc's own words: core, PU.
+    let word = if unit == Unit::Pu { "PU" } else { "core" };
+    let have = if units == 0 {
+        format!("no {word} is left in the pool{scope}")
+    } else {
+        format!("only {} in the pool{scope}", plural(units, word))
+    };
+    let mut fixes = Vec::new();
+    if tasks > 1 && units > 0 {
+        fixes.push("run fewer tasks per node");
+    }
+    fixes.push("select more resources");
+    if unit == Unit::Core {
+        fixes.push("bind to a finer unit (`bind: pu`)");
+    }
+    let fixes = match fixes.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{}, or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    format!("{origin}: {} but {have}; {fixes}", plural(tasks, "task"))
 }

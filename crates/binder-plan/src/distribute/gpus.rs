@@ -11,15 +11,18 @@ use crate::topology::Topology;
 
 pub(super) fn too_few_gpus(
     topology: &Topology,
+    request: &Request,
     have: usize,
     n: usize,
     g: usize,
     origin: &str,
 ) -> DistributeError {
-    let hint = if have == 0 {
-        "; binder finds GPUs as PCI devices, so the topology must include I/O (`lstopo --of xml` does by default)"
+    let hint = if let Some(note) = &request.gpus_note {
+        format!(" {note}")
+    } else if have == 0 {
+        "; binder finds GPUs as PCI devices, so the topology must include I/O (`lstopo --of xml` does by default)".to_owned()
     } else {
-        "; lower `gpus-per-task` or run fewer tasks per node"
+        "; lower `gpus-per-task` or run fewer tasks per node".to_owned()
     };
     DistributeError::TooFewGpus {
         origin: origin.to_owned(),
@@ -28,12 +31,13 @@ pub(super) fn too_few_gpus(
         need: n.saturating_mul(g),
         have,
         source_desc: topology.source().to_string(),
-        hint: hint.to_owned(),
+        hint,
     }
 }
 
 pub(super) fn check_gpu_count(
     topology: &Topology,
+    request: &Request,
     have: usize,
     n: usize,
     g: usize,
@@ -41,7 +45,7 @@ pub(super) fn check_gpu_count(
 ) -> Result<(), DistributeError> {
     match n.checked_mul(g) {
         Some(need) if need <= have => Ok(()),
-        _ => Err(too_few_gpus(topology, have, n, g, origin)),
+        _ => Err(too_few_gpus(topology, request, have, n, g, origin)),
     }
 }
 
@@ -58,7 +62,7 @@ pub(super) fn assign_gpus(
     let have = gpus.len();
     match request.gpus_per_task {
         Some(g) => {
-            check_gpu_count(topology, have, n, g, origin)?;
+            check_gpu_count(topology, request, have, n, g, origin)?;
             Ok((0..n).map(|r| (g * r..g * r + g).collect()).collect())
         }
         None if have == 0 => Err(DistributeError::TooFewGpus {
@@ -68,7 +72,10 @@ pub(super) fn assign_gpus(
             need: n,
             have,
             source_desc: topology.source().to_string(),
-            hint: "; `gpu-local`/`gpu-remote` need GPUs in the topology".to_owned(),
+            hint: match &request.gpus_note {
+                Some(note) => format!(" {note}"),
+                None => "; `gpu-local`/`gpu-remote` need GPUs in the topology".to_owned(),
+            },
         }),
         None if n <= have => {
             let g = have / n;

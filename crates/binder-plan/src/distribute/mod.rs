@@ -101,7 +101,7 @@ pub(crate) fn distribute(
                 .filter(|g| !taken.contains(g))
                 .collect();
             // The GPUs left after slots took theirs (all of them without slots).
-            check_gpu_count(topology, free.len(), need.len(), g, origin)?;
+            check_gpu_count(topology, request, free.len(), need.len(), g, origin)?;
             let cpus: Vec<CpuSet> = need.iter().map(|&r| plan.tasks[r].cpuset.clone()).collect();
             let localities: Vec<CpuSet> = free
                 .iter()

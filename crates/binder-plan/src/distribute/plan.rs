@@ -42,6 +42,9 @@ pub(crate) struct Request {
     pub performance: Option<CpuSet>,
     /// `options.kind: balanced`: deal each kind of core separately (SEMANTICS §11).
     pub balanced: bool,
+    /// Why the job may use fewer GPUs than the node has (its allocation, other jobs), for
+    /// a refusal that would otherwise blame the topology.
+    pub gpus_note: Option<String>,
 }
 
 /// How many units of each kind of core every task got, on a node with more than one

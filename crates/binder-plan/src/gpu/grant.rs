@@ -14,7 +14,9 @@
 //! `CUDA_VISIBLE_DEVICES=0,1` for physical GPUs 2 and 3). A task's variable lists the
 //! entries it was given, written as inherited: never renumbered, never a GPU outside them.
 
+use super::mig::{self, MigListing};
 use super::model::Gpu;
+use super::Vendor;
 
 use binder_core::vendor::{SCHEDULER_GPU_VARS, VENDORS};
 
@@ -30,6 +32,8 @@ pub struct Grant {
     lists: [Option<Vec<String>>; VENDORS.len()],
     /// Slurm's GPU indices, when set.
     slurm: Option<Vec<String>>,
+    /// Each variable that set an allocation, as `NAME=value` (clipped), for messages.
+    said: Vec<String>,
     /// PCI bus ids another job holds.
     held: Vec<String>,
     /// PCI bus ids other users' claims name: left out unless the allocation names them
@@ -37,6 +41,8 @@ pub struct Grant {
     steer: Vec<String>,
     /// `gpu-ids: uuid`: name a GPU the allocation did not name by `GPU-<uuid>`.
     uuid: bool,
+    /// Where the inherited MIG instances lie (`nvidia-smi -L`), when the host read it.
+    mig: MigListing,
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -56,21 +62,58 @@ impl Grant {
     pub const EVERY: Grant = Grant {
         lists: [const { None }; VENDORS.len()],
         slurm: None,
+        said: Vec::new(),
         held: Vec::new(),
         steer: Vec::new(),
         uuid: false,
+        mig: MigListing {
+            instances: Vec::new(),
+        },
     };
 
     /// The allocation the environment `get` describes (nothing held yet).
     pub fn from_env(get: &dyn Fn(&str) -> Option<String>) -> Grant {
-        let first = |names: &[&str]| names.iter().find_map(|n| get(n)).map(|v| entries(&v));
+        let mut said = Vec::new();
+        let mut first = |names: &[&str]| {
+            let (name, value) = names.iter().find_map(|n| get(n).map(|v| (*n, v)))?;
+            said.push(format!(
+                "{name}={}",
+                binder_core::text::clip(&value, binder_core::text::QUOTE_MAX)
+            ));
+            Some(entries(&value))
+        };
+        let lists = VENDORS.each_ref().map(|row| first(row.allocation));
+        let slurm = first(&SCHEDULER_GPU_VARS);
         Grant {
-            lists: VENDORS.each_ref().map(|row| first(row.allocation)),
-            slurm: first(&SCHEDULER_GPU_VARS),
+            lists,
+            slurm,
+            said,
             held: Vec::new(),
             steer: Vec::new(),
             uuid: false,
+            mig: MigListing::default(),
         }
+    }
+
+    /// Whether the inherited list names MIG instances whose GPU only the driver's listing
+    /// can tell (`MIG-<uuid>`): the host then reads `nvidia-smi -L` ([`Grant::place_mig`]).
+    pub fn wants_mig_listing(&self) -> bool {
+        self.lists[Vendor::Nvidia as usize]
+            .iter()
+            .flatten()
+            .any(|e| mig::is_mig(e) && mig::named_parent(e).is_none())
+    }
+
+    /// The same grant placing MIG instances by the driver's listing, which `read` gives
+    /// (the host's `binder_core::vendor::nvidia_listing`); called only when the inherited
+    /// list needs it (see [`Grant::wants_mig_listing`]).
+    pub fn place_mig(mut self, read: impl FnOnce() -> Option<String>) -> Grant {
+        if self.wants_mig_listing() {
+            if let Some(text) = read() {
+                self.mig = MigListing::parse(&text);
+            }
+        }
+        self
     }
 
     /// The same grant, naming GPUs by `GPU-<uuid>` where hwloc knows it (`gpu-ids: uuid`);
@@ -102,20 +145,50 @@ impl Grant {
             .iter()
             .map(|l| vec![false; l.as_ref().map_or(0, Vec::len)])
             .collect();
+        // Each MIG entry's parent, by position in its vendor's list.
+        let parents: Vec<Vec<Option<usize>>> = self
+            .lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .flatten()
+                    .map(|e| mig::is_mig(e).then(|| self.mig_parent(e, &all)).flatten())
+                    .collect()
+            })
+            .collect();
         let mut out = Vec::new();
         for mut gpu in all {
+            let v = gpu.vendor as usize;
+            // MIG instances on this GPU, each its own device with the GPU's locality.
+            if let Some(list) = &self.lists[v] {
+                for (k, entry) in list.iter().enumerate() {
+                    if used[v][k] || parents[v][k] != Some(gpu.number) {
+                        continue;
+                    }
+                    used[v][k] = true;
+                    let mut instance = gpu.clone();
+                    instance.export = entry.clone();
+                    if self.held.contains(&instance.claim_id()) {
+                        continue;
+                    }
+                    instance.index = out.len();
+                    out.push(instance);
+                }
+            }
             if self.held.contains(&gpu.busid) {
                 continue;
             }
-            let v = gpu.vendor as usize;
             let allocated = self.lists[v].is_some() || self.slurm.is_some();
             if !allocated && self.steer.contains(&gpu.busid) {
                 continue;
             }
             let export = match &self.lists[v] {
                 Some(list) => {
-                    let found = (0..list.len())
-                        .find(|&k| !used[v][k] && self.matches(&list[k], k, list.len(), &gpu));
+                    let found = (0..list.len()).find(|&k| {
+                        !used[v][k]
+                            && !mig::is_mig(&list[k])
+                            && self.matches(&list[k], k, list.len(), &gpu)
+                    });
                     found.map(|k| {
                         used[v][k] = true;
                         list[k].clone()
@@ -136,6 +209,82 @@ impl Grant {
             }
         }
         out
+    }
+
+    /// The node's GPU (its number) the MIG instance `entry` lies on, if binder can tell
+    /// (see [`super::mig`]). A UUID is matched where some GPU of the node has it; a listing
+    /// whose UUIDs hwloc does not know (an XML exported elsewhere, anonymised) falls back to
+    /// the listing's index, which is PCI order among NVIDIA GPUs like binder's.
+    fn mig_parent(&self, entry: &str, all: &[Gpu]) -> Option<usize> {
+        let nvidia: Vec<&Gpu> = all.iter().filter(|g| g.vendor == Vendor::Nvidia).collect();
+        let by_uuid = |uuid: &str| {
+            nvidia
+                .iter()
+                .find(|g| {
+                    g.uuid
+                        .as_deref()
+                        .is_some_and(|u| u.eq_ignore_ascii_case(uuid))
+                })
+                .map(|g| g.number)
+        };
+        let only = || (nvidia.len() == 1).then(|| nvidia[0].number);
+        if let Some(parent) = mig::named_parent(entry) {
+            return by_uuid(parent).or_else(only);
+        }
+        match self.mig.parent(entry) {
+            Some((index, uuid)) => by_uuid(uuid).or_else(|| {
+                nvidia
+                    .iter()
+                    .find(|g| g.vendor_index == index)
+                    .map(|g| g.number)
+            }),
+            None => only(),
+        }
+    }
+
+    /// The inherited MIG entries none of `kept` is: their GPU is unknown or held.
+    fn unplaced_mig(&self, kept: &[Gpu]) -> Vec<String> {
+        self.lists[Vendor::Nvidia as usize]
+            .iter()
+            .flatten()
+            .filter(|e| mig::is_mig(e) && !kept.iter().any(|g| &g.export == *e))
+            .map(|e| binder_core::text::clip(e, binder_core::text::QUOTE_MAX))
+            .collect()
+    }
+
+    /// Why the job has `kept` of the node's `all` GPUs, when fewer (`for this job (4 in
+    /// all; its allocation says CUDA_VISIBLE_DEVICES=-1); …`): what its allocation said,
+    /// whether other jobs hold some, and how to ask the launcher for GPUs. Said in a refusal
+    /// instead of "the topology has no GPUs" when the node has them (a Flux job run without
+    /// `-g` inherits `CUDA_VISIBLE_DEVICES=-1`).
+    pub fn why_fewer(&self, all: usize, kept: &[Gpu]) -> Option<String> {
+        let unplaced = self.unplaced_mig(kept);
+        if kept.len() >= all && unplaced.is_empty() {
+            return None;
+        }
+        let mut why = Vec::new();
+        if !self.said.is_empty() {
+            why.push(format!("its allocation says {}", self.said.join(", ")));
+        }
+        if !self.held.is_empty() || !self.steer.is_empty() {
+            why.push("other jobs hold some".to_owned());
+        }
+        if !unplaced.is_empty() {
+            why.push(format!(
+                "MIG instance(s) {} lie on no GPU binder can tell: `nvidia-smi -L` does not list them, or another job holds them",
+                unplaced.join(", ")
+            ));
+        }
+        why.insert(0, format!("{all} in all"));
+        let mut text = format!("for this job ({})", why.join("; "));
+        if self.said.iter().any(|s| s.ends_with("=-1")) {
+            text.push_str(
+                "; Flux exports -1 to a job that asked for no GPUs: add `-g N` (`--gpus-per-task`) to `flux run`",
+            );
+        } else if !self.said.is_empty() {
+            text.push_str("; ask the launcher for GPUs (`srun --gpus-per-task`, `flux run -g`)");
+        }
+        Some(text)
     }
 
     /// The name of a GPU no inherited entry names: `GPU-<uuid>` under `gpu-ids: uuid`
@@ -292,5 +441,61 @@ mod tests {
         );
         let g = grant(&[("SLURM_STEP_GPUS", "2,3")]).steering(steer);
         assert_eq!(kept(&g, four()).len(), 2);
+    }
+
+    /// NVIDIA MIG instances (issue 36): each inherited `MIG-…` entry is a device of its
+    /// own on its parent GPU (same number, bus id and locality), passed on as written;
+    /// the parent comes from the old-form entry, the driver's listing, or a one-GPU node.
+    #[test]
+    fn mig_instances_lie_on_their_parent() {
+        let ids = |g: &Grant, all: Vec<Gpu>| -> Vec<(usize, String, String)> {
+            g.apply(all)
+                .into_iter()
+                .map(|g| (g.number, g.export.clone(), g.claim_id()))
+                .collect()
+        };
+        // One NVIDIA GPU: both instances are on it, with claims of their own.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "MIG-aaaa,MIG-bbbb")]);
+        let one = vec![gpu(0, Vendor::Nvidia, 0)];
+        assert_eq!(
+            ids(&g, one.clone()),
+            [
+                (0, "MIG-aaaa".into(), "0000:00:00.0/MIG-aaaa".into()),
+                (0, "MIG-bbbb".into(), "0000:00:00.0/MIG-bbbb".into())
+            ]
+        );
+        // Another job holds one instance: the other stays.
+        let held = g.clone().holding(vec!["0000:00:00.0/MIG-aaaa".into()]);
+        assert_eq!(ids(&held, one).len(), 1);
+        // Four GPUs: the old form names its parent's UUID (GPU 2's is GPU-2222-aaaa).
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "MIG-GPU-2222-aaaa/1/0")]);
+        assert_eq!(ids(&g, four())[0].0, 2);
+        assert!(!g.wants_mig_listing());
+        // The new form needs the driver's listing; without it nothing is guessed.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "MIG-cccc,MIG-dddd")]);
+        assert!(g.wants_mig_listing());
+        assert!(ids(&g, four()).is_empty());
+        let note = g.why_fewer(4, &[]).expect("said");
+        assert!(
+            note.contains("MIG instance(s) MIG-cccc, MIG-dddd lie on no GPU"),
+            "{note}"
+        );
+        // GPU 3 by its UUID; GPU 1 by its index where hwloc knows no UUID.
+        let listing = "GPU 1: X (UUID: GPU-1-not-hwlocs)\n  MIG 1g Device 0: (UUID: MIG-dddd)\n\
+                       GPU 3: X (UUID: GPU-3333-aaaa)\n  MIG 1g Device 0: (UUID: MIG-cccc)\n";
+        let g = g.place_mig(|| Some(listing.to_owned()));
+        let mut all = four();
+        all[1].uuid = None;
+        let got = ids(&g, all);
+        assert_eq!(
+            got.iter()
+                .map(|(n, e, _)| (*n, e.as_str()))
+                .collect::<Vec<_>>(),
+            [(1, "MIG-dddd"), (3, "MIG-cccc")]
+        );
+        assert!(
+            g.why_fewer(4, &g.apply(four())).is_some(),
+            "MIG-dddd is not on GPU 1 with its UUID"
+        );
     }
 }

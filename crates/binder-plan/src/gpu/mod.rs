@@ -23,8 +23,10 @@ use hwlocality::object::TopologyObject;
 use crate::topology::Topology;
 
 pub mod grant;
+pub mod mig;
 pub mod model;
 pub use grant::Grant;
+pub use mig::MigListing;
 pub use model::Gpu;
 
 pub use binder_core::view::Vendor;

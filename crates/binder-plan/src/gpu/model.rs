@@ -37,6 +37,23 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// Whether it is an NVIDIA MIG instance (an inherited `MIG-…` entry), which shares
+    /// its parent GPU's bus id and locality.
+    pub fn is_mig(&self) -> bool {
+        self.export.starts_with("MIG-")
+    }
+
+    /// What tells it apart from every other GPU of the node, in claims and merges: the bus
+    /// id, and for a MIG instance the bus id and its entry (`0000:4e:00.0/MIG-…`), so
+    /// that jobs given different instances of one GPU do not take each other's.
+    pub fn claim_id(&self) -> String {
+        if self.is_mig() {
+            format!("{}/{}", self.busid, self.export)
+        } else {
+            self.busid.clone()
+        }
+    }
+
     /// How the task's runtime will name it: `cuda:0`, `rocr:2`, `ze:0`, or with a UUID
     /// `cuda:GPU-…` (the runtime's variable entry, with the runtime).
     pub(crate) fn runtime_name(&self) -> String {

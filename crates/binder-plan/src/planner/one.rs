@@ -58,12 +58,16 @@ pub(super) fn plan(
     } else {
         topology
     };
+    let mut gpus_note = None;
     let (gpus, nics) = if topology.has_io() {
-        let mut gpus = grant.apply(gpu::discover(topology));
-        gpus.retain(|g| !held_gpus.contains(&g.busid));
+        let all = gpu::discover(topology);
+        let node = all.len();
+        let mut gpus = grant.apply(all);
+        gpus.retain(|g| !held_gpus.contains(&g.claim_id()));
         for (i, g) in gpus.iter_mut().enumerate() {
             g.index = i;
         }
+        gpus_note = grant.why_fewer(node, &gpus);
         (gpus, nic::discover(topology))
     } else {
         (Vec::new(), Vec::new())
@@ -139,6 +143,7 @@ pub(super) fn plan(
         locality,
         performance,
         balanced: shape.options.kind == Some(shape::CoreKind::Balanced),
+        gpus_note,
     };
     let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
     plan.levels = distribute::Spans::LEVELS

@@ -61,7 +61,7 @@ pub(super) fn plan(
                 taken_gpus.extend(
                     plan.tasks
                         .iter()
-                        .flat_map(|t| t.gpus.iter().map(|&g| plan.gpus[g].busid.clone())),
+                        .flat_map(|t| t.gpus.iter().map(|&g| plan.gpus[g].claim_id())),
                 );
                 Some(plan)
             }
@@ -173,12 +173,12 @@ fn merge_gpus(plans: &mut [&mut Plan]) -> Vec<gpu::Gpu> {
     let mut all: Vec<gpu::Gpu> = Vec::new();
     for plan in plans.iter() {
         for g in &plan.gpus {
-            if !all.iter().any(|a| a.busid == g.busid) {
+            if !all.iter().any(|a| a.claim_id() == g.claim_id()) {
                 all.push(g.clone());
             }
         }
     }
-    all.sort_by_key(|g| g.number);
+    all.sort_by_key(|g| (g.number, g.export.clone()));
     for (i, g) in all.iter_mut().enumerate() {
         g.index = i;
     }
@@ -186,7 +186,11 @@ fn merge_gpus(plans: &mut [&mut Plan]) -> Vec<gpu::Gpu> {
         let to: Vec<usize> = plan
             .gpus
             .iter()
-            .map(|g| all.iter().position(|a| a.busid == g.busid).unwrap_or(0))
+            .map(|g| {
+                all.iter()
+                    .position(|a| a.claim_id() == g.claim_id())
+                    .unwrap_or(0)
+            })
             .collect();
         for task in &mut plan.tasks {
             for g in &mut task.gpus {

@@ -152,36 +152,94 @@ pub fn picture(
 }
 
 /// An Open MPI rankfile for the node's tasks: `rank R=HOST slot=S:C,...`, socket and core
-/// numbers logical, cores counted within their socket (Open MPI's default reading). A task
-/// bound to some PUs of a core is given the whole core: rankfiles name cores.
-pub fn rankfile(topology: &Topology, plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+/// numbers logical, cores counted within their socket (Open MPI's default reading).
+///
+/// A rankfile names whole cores, so a task bound to some hardware threads of a core (`bind:
+/// pu` on a node with several threads per core) cannot be written exactly: two such tasks
+/// would get the same line and Open MPI would bind both to the whole core. That plan is
+/// refused with the task and core named ([`RankfileError`]), and nothing is written.
+pub fn rankfile(
+    topology: &Topology,
+    plan: &Plan,
+    out: &mut impl Write,
+) -> Result<(), RankfileError> {
     let tree = topology.ge_tree();
     let cores = crate::ge::walk::numbered_cores(&tree);
     let host = binder_core::identity::hostname();
+    let mut text = String::new();
     for task in &plan.tasks {
-        let mine: Vec<String> = cores
-            .iter()
-            .filter(|&&(core, _, _)| {
-                tree.threads(core)
-                    .iter()
-                    .any(|&t| tree.nodes[t].os.is_some_and(|p| task.cpuset.is_set(p)))
-            })
-            .map(|&(_, socket, core)| format!("{socket}:{core}"))
-            .collect();
-        if mine.is_empty() {
-            writeln!(out, "rank {}={host}", task.local_rank)?;
-        } else {
-            writeln!(
-                out,
-                "rank {}={host} slot={}",
-                task.local_rank,
-                mine.join(",")
-            )?;
+        let mut mine = Vec::new();
+        for &(core, socket, index) in &cores {
+            let pus: Vec<usize> = tree
+                .threads(core)
+                .iter()
+                .filter_map(|&t| tree.nodes[t].os)
+                .collect();
+            let held = pus.iter().filter(|&&p| task.cpuset.is_set(p)).count();
+            if held == 0 {
+                continue;
+            }
+            if held < pus.len() {
+                return Err(RankfileError::PartCore {
+                    rank: task.local_rank,
+                    socket,
+                    core: index,
+                    held,
+                    threads: pus.len(),
+                });
+            }
+            mine.push(format!("{socket}:{index}"));
         }
+        text.push_str(&format!("rank {}={host}", task.local_rank));
+        if !mine.is_empty() {
+            text.push_str(&format!(" slot={}", mine.join(",")));
+        }
+        text.push('\n');
     }
-    Ok(())
+    out.write_all(text.as_bytes())
+        .map_err(RankfileError::Output)
 }
 
+/// Why no rankfile was written.
+#[derive(Debug)]
+pub enum RankfileError {
+    /// A task holds part of a core, which a rankfile cannot say.
+    PartCore {
+        /// The task's local rank.
+        rank: usize,
+        /// The core's socket (logical).
+        socket: usize,
+        /// The core, counted within its socket.
+        core: usize,
+        /// How many of its hardware threads the task holds.
+        held: usize,
+        /// How many it has.
+        threads: usize,
+    },
+    /// Writing failed.
+    Output(io::Error),
+}
+
+impl std::fmt::Display for RankfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RankfileError::PartCore {
+                rank,
+                socket,
+                core,
+                held,
+                threads,
+            } => write!(
+                f,
+                "--format rankfile names whole cores, but task {rank} holds {held} of the \
+                 {threads} hardware threads of core {socket}:{core}, so Open MPI would bind \
+                 it to the whole core; use `bind: core` for a rankfile, or --format json \
+                 (each task's exact cpus) with `mpirun --bind-to none binder …`"
+            ),
+            RankfileError::Output(e) => write!(f, "cannot write the report: {e}"),
+        }
+    }
+}
 pub use crate::topology::cpus_of;
 
 #[cfg(test)]

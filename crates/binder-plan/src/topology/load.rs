@@ -62,6 +62,15 @@ pub enum TopologyError {
     /// A topology string that cannot be read.
     #[error(transparent)]
     GeString(#[from] crate::ge::GeError),
+    /// Nothing is left of the node once the job's allocation, reservations or other jobs'
+    /// units are taken out: a statement about the node, not about its XML.
+    #[error("{source_desc}: {why}")]
+    NothingLeft {
+        /// The source, for the message.
+        source_desc: String,
+        /// What took every PU, and what to change.
+        why: String,
+    },
     /// hwloc could not discover the host.
     #[error("cannot discover this host's topology with hwloc: {0}")]
     Host(String),

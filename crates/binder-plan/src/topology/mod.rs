@@ -78,7 +78,11 @@ impl Topology {
         for &pu in out {
             keep.unset(pu);
         }
-        self.restricted(keep, "no PU left after taking out taken and reserved ones")
+        self.restricted(
+            keep,
+            "every allowed PU is reserved (`reserve:`, the site file) or taken by other jobs; \
+             reserve less, or run when the node has room",
+        )
     }
 
     /// The PUs (OS numbers, ascending) of the cores with these logical indexes, as a
@@ -133,8 +137,14 @@ impl Topology {
             .flat_map(|&ty| self.hw.objects_with_type(ty))
             .map(|o| (o.global_persistent_index(), self.logical_index(o)))
             .collect();
-        let mut hw = self.hw.clone();
         let source_desc = self.source.to_string();
+        if !keep.intersects(self.hw.allowed_cpuset()) {
+            return Err(TopologyError::NothingLeft {
+                source_desc,
+                why: why.to_owned(),
+            });
+        }
+        let mut hw = self.hw.clone();
         hw.edit(|editor| editor.restrict(&keep, RestrictFlags::empty()))
             .map_err(|e| TopologyError::Xml {
                 source_desc,
