@@ -9,7 +9,7 @@ use binder_core::launch::{exec, LaunchError, Options};
 use binder_core::view::TaskView;
 use binder_plan::topology::Topology;
 
-pub use binder_plan::hostbind::{bind_cpus, bind_memory_local, current};
+pub use binder_plan::hostbind::{bind_cpus, bind_memory, current};
 
 /// Binds this process as `view` (this rank's of a plan made on `topology`) says and execs
 /// the command. Returns only on failure; `stderr` gets `--report` and `--verbose` lines.
@@ -62,7 +62,7 @@ pub fn prepare(
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
     if let Some(t) = topology {
-        if view.is_bound() || options.membind {
+        if view.is_bound() || options.membind.is_some() {
             this_system(t)?;
         }
     }

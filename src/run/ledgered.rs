@@ -59,7 +59,7 @@ impl<'a> Front for Cli<'a> {
         // `--verbose` and `membind` bind through hwloc: load a topology if planning did
         // not. Without the ledger's binding (`started_on`), a view planned with the
         // topology binds through it too.
-        if (self.config.verbose || view.membind) && self.planner.topology.is_none() {
+        if (self.config.verbose || view.membind.is_some()) && self.planner.topology.is_none() {
             self.planner.topology = Some(load_host(self.shape, gpus)?);
         }
         if self.planner.topology.is_some() {

@@ -144,6 +144,7 @@ struct Record {
     ge_topology: String,
     env: std::collections::BTreeMap<String, String>,
     membind: Option<Vec<usize>>,
+    mempolicy: Option<String>,
     rank_rule: Option<String>,
 }
 
@@ -215,7 +216,10 @@ fn json_contract() {
             ("BINDER_UNIT", "core"),
         ]
     );
-    assert_eq!((r.membind.clone(), r.rank_rule.clone()), (None, None));
+    assert_eq!(
+        (r.membind.clone(), r.mempolicy.clone(), r.rank_rule.clone()),
+        (None, None, None)
+    );
     // unit none: no CPUs, an empty mask as hwloc prints it.
     let text = stdout(&[
         "-n",

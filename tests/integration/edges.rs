@@ -315,3 +315,41 @@ fn per_slot_bstart_binds_every_slot_in_the_window() {
         "{err}"
     );
 }
+
+/// `membind: interleave | preferred` in the dry-run (issue 36), by hand on 2 packages × 2
+/// NUMA nodes × 2 cores: two packed tasks get a package each, so interleave uses its two
+/// nodes (0-1 and 2-3); one task on the whole node interleaves over all four and prefers
+/// node 0, the first of its nodes. JSON says the policy beside the nodes.
+#[test]
+fn membind_policies_show_their_nodes() {
+    let node = ["--synthetic", "pack:2 numa:2 core:2 pu:1"];
+    let interleave =
+        "options:\n  membind: interleave\nresources:\n  - type: core\n    count: all\n";
+    let (code, out, err) = dry(interleave, &[&["--local-size", "2"][..], &node].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("cpus 0-3  0x0000000f  mems 0-1 interleave"),
+        "{out}"
+    );
+    assert!(
+        out.contains("cpus 4-7  0x000000f0  mems 2-3 interleave"),
+        "{out}"
+    );
+    let preferred = interleave.replace("interleave", "preferred");
+    let (code, out, err) = dry(&preferred, &node);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("cpus 0-7  0x000000ff  mems 0 preferred"),
+        "{out}"
+    );
+    let (code, out, err) = dry(&preferred, &[&["--format", "json"][..], &node].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["membind"].clone(), v["mempolicy"].clone()),
+        (serde_json::json!([0]), serde_json::json!("preferred"))
+    );
+    let (code, _, err) = dry(&interleave.replace("interleave", "interleaved"), &node);
+    assert_eq!(code, 125);
+    assert!(err.contains("did you mean `interleave`?"), "{err}");
+}

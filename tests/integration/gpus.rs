@@ -311,7 +311,7 @@ fn launch_child() {
     let options = binder_core::launch::Options {
         command: &command,
         openmp: false,
-        membind: false,
+        membind: None,
         report: false,
         verbose: false,
         scrub: &[],

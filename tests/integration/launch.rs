@@ -134,6 +134,28 @@ fn membind_local_binds_memory_to_the_tasks_numa_nodes() {
     assert!(plain.contains("policy: default"), "{plain}");
 }
 
+/// `membind: interleave | preferred` (issue 36): the kernel's policy for the task, read
+/// back by numactl, is the one numactl's own `--interleave`/`--preferred` would set, on
+/// the NUMA nodes of the task's CPUs (the first of them for `preferred`; hwloc may ask
+/// Linux for `preferred-many` with that one node).
+#[test]
+fn membind_interleave_and_preferred_set_the_kernels_policy() {
+    if !crate::common::require_tool("numactl", "membind") {
+        return;
+    }
+    let got = task_output(
+        &["tests/fixtures/shapes/membind-interleave.yaml"],
+        "numactl --show",
+    );
+    assert!(got.contains("policy: interleave"), "{got}");
+    let got = task_output(
+        &["tests/fixtures/shapes/membind-preferred.yaml"],
+        "numactl --show",
+    );
+    assert!(got.contains("policy: preferred"), "{got}");
+    assert!(got.contains("preferred node: 0"), "{got}");
+}
+
 #[test]
 fn bind_none_keeps_the_inherited_affinity() {
     let out = run(

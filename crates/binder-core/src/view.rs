@@ -4,7 +4,7 @@
 /// The version of everything binder persists about a plan (cache entries, ledger plans
 /// and claims): bump it when [`TaskView`], a cache entry or a ledger file changes. A
 /// reader ignores another version's files rather than misread them.
-pub const FORMAT: u32 = 7;
+pub const FORMAT: u32 = 8;
 
 /// What launching one task needs from the plan: small, serializable, and the same
 /// whether it comes from a fresh plan or from the node cache ([`crate::cache`]).
@@ -33,10 +33,35 @@ pub struct TaskView {
     /// launch from the node cache or the ledger needs no shape parsed.
     #[serde(default)]
     pub openmp: bool,
-    /// The rank's `membind: local`: memory binding needs the topology, so the `binder`
-    /// executable hands such a launch over.
+    /// The rank's memory policy (`membind: local|interleave|preferred`): memory binding
+    /// needs the topology, so the `binder` executable hands such a launch over.
     #[serde(default)]
-    pub membind: bool,
+    pub membind: Option<MemPolicy>,
+}
+
+/// A task's memory policy (SEMANTICS §11), applied through hwloc on the NUMA nodes of the
+/// task's CPUs (of its inherited CPUs under `bind: none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemPolicy {
+    /// Allocate only there (strict `MPOL_BIND`, `numactl --membind`).
+    Local,
+    /// Spread pages round robin over them (`MPOL_INTERLEAVE`, `numactl --interleave`).
+    Interleave,
+    /// Prefer the first of them and fall back to others when it is full
+    /// (`MPOL_PREFERRED`, `numactl --preferred`).
+    Preferred,
+}
+
+impl MemPolicy {
+    /// The shape's word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemPolicy::Local => "local",
+            MemPolicy::Interleave => "interleave",
+            MemPolicy::Preferred => "preferred",
+        }
+    }
 }
 
 fn yes() -> bool {

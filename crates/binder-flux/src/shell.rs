@@ -466,7 +466,7 @@ impl<'a> Front for Task<'a> {
         let mut options = self.shell.options(view, started_on, self.get);
         options.report = self.shell.request.report;
         options.verbose = self.shell.request.verbose;
-        let topology = if view.membind {
+        let topology = if view.membind.is_some() {
             Some(load_host(&self.shell.shape)?)
         } else {
             None

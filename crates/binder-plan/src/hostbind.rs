@@ -21,7 +21,7 @@ use crate::topology::Topology;
 use binder_core::cpulist::cpu_list;
 use binder_core::identity::Identity;
 use binder_core::launch::{finish, prepare_cached, LaunchError, Options};
-use binder_core::view::TaskView;
+use binder_core::view::{MemPolicy, TaskView};
 
 /// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
 pub fn current(topology: &Topology) -> Option<CpuSet> {
@@ -51,15 +51,41 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
     Ok(())
 }
 
-/// Binds this process's memory to the NUMA nodes of `cpus` (strict `MPOL_BIND`, as
-/// `numactl --membind` does); returns the NUMA nodes (OS numbers) bound to.
-pub fn bind_memory_local(topology: &Topology, cpus: &CpuSet) -> Result<Vec<usize>, LaunchError> {
+/// The NUMA nodes (OS numbers) `policy` uses for a task on `cpus`: those holding them,
+/// and for `preferred` the first of those (Linux prefers one node).
+pub fn memory_nodes(topology: &Topology, cpus: &CpuSet, policy: MemPolicy) -> Vec<usize> {
     let nodes = NodeSet::from_cpuset(topology.hw(), cpus);
-    let list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
-    let flags = MemoryBindingFlags::ASSUME_SINGLE_THREAD | MemoryBindingFlags::STRICT;
+    let mut list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
+    if policy == MemPolicy::Preferred {
+        list.truncate(1);
+    }
+    list
+}
+
+/// Applies `policy` to this process's memory on the NUMA nodes of `cpus`, through hwloc:
+/// `local` is a strict bind (`MPOL_BIND`, as `numactl --membind`), `interleave` is
+/// `MPOL_INTERLEAVE` (`numactl --interleave`), `preferred` a bind without `STRICT`, which
+/// hwloc turns into `MPOL_PREFERRED` on Linux (`numactl --preferred`). Returns the NUMA
+/// nodes (OS numbers) used.
+pub fn bind_memory(
+    topology: &Topology,
+    cpus: &CpuSet,
+    policy: MemPolicy,
+) -> Result<Vec<usize>, LaunchError> {
+    let list = memory_nodes(topology, cpus, policy);
+    let mut nodes = NodeSet::new();
+    for &n in &list {
+        nodes.set(n);
+    }
+    let (how, flags) = match policy {
+        MemPolicy::Local => (MemoryBindingPolicy::Bind, MemoryBindingFlags::STRICT),
+        MemPolicy::Interleave => (MemoryBindingPolicy::Interleave, MemoryBindingFlags::empty()),
+        MemPolicy::Preferred => (MemoryBindingPolicy::Bind, MemoryBindingFlags::empty()),
+    };
+    let flags = flags | MemoryBindingFlags::ASSUME_SINGLE_THREAD;
     topology
         .hw()
-        .bind_memory(&nodes, MemoryBindingPolicy::Bind, flags)
+        .bind_memory(&nodes, how, flags)
         .map_err(|e| LaunchError::Membind {
             nodes: cpu_list(&list),
             reason: e.to_string(),
@@ -85,7 +111,7 @@ pub fn prepare(
     };
     let unbound = !view.is_bound();
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
-    let inherited = (options.verbose || (options.membind && unbound))
+    let inherited = (options.verbose || (options.membind.is_some() && unbound))
         .then(|| match options.started_on {
             Some(cpus) => {
                 let mut set = CpuSet::new();
@@ -124,7 +150,7 @@ pub fn prepare(
     if !unbound && view.apply && options.started_on.is_none() {
         bind_cpus(topology, &cpuset)?;
     }
-    if options.membind {
+    if let Some(policy) = options.membind {
         let fallback;
         let cpus = if unbound {
             fallback = inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target());
@@ -132,7 +158,7 @@ pub fn prepare(
         } else {
             &cpuset
         };
-        bind_memory_local(topology, cpus)?;
+        bind_memory(topology, cpus, policy)?;
     }
     finish(view, identity, options, stderr)
 }

@@ -52,7 +52,7 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
             .as_ref()
             .is_none_or(|g| g.instance != crate::ge::Instance::Env),
         openmp: false,
-        membind: false,
+        membind: None,
     }
 }
 

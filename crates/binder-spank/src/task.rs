@@ -263,7 +263,7 @@ fn topology_for(
     planner: &mut HostPlanner<'_, Refusal>,
     shape: &Shape,
 ) -> Result<Option<Topology>, Refusal> {
-    if !view.membind {
+    if view.membind.is_none() {
         return Ok(None);
     }
     match planner.topology.take() {

@@ -18,7 +18,7 @@ fn view(cpus: Vec<usize>) -> TaskView {
         ge_env: vec![("GCS_BINDING".into(), "0 1".into())],
         apply: true,
         openmp: false,
-        membind: false,
+        membind: None,
     }
 }
 

@@ -49,7 +49,7 @@ pub enum LaunchError {
         got: String,
     },
     /// hwloc refused the memory binding.
-    #[error("cannot bind memory to NUMA node(s) {nodes}: {reason}; drop `membind: local` or check the cgroup's cpuset.mems")]
+    #[error("cannot bind memory to NUMA node(s) {nodes}: {reason}; drop `membind:` or check the cgroup's cpuset.mems")]
     Membind {
         /// The NUMA nodes (OS numbers).
         nodes: String,
@@ -84,8 +84,8 @@ pub struct Options<'a> {
     pub command: &'a [OsString],
     /// Export OpenMP's variables.
     pub openmp: bool,
-    /// Bind memory to the NUMA nodes of the task's CPUs.
-    pub membind: bool,
+    /// The memory policy to apply on the NUMA nodes of the task's CPUs, if any.
+    pub membind: Option<crate::view::MemPolicy>,
     /// Print the binding line on stderr before exec.
     pub report: bool,
     /// Variables binder set in its own environment (hwloc's plugin blocklist), removed

@@ -96,13 +96,13 @@ impl<'e> Front for Warm<'e> {
         started_on: Option<&[usize]>,
         err: &mut impl Write,
     ) -> Result<Vec<(String, String)>, Stop> {
-        if view.membind {
+        if view.membind.is_some() {
             return Err(Stop::HandOver);
         }
         let options = Options {
             command: &self.line.command,
             openmp: view.openmp,
-            membind: false,
+            membind: None,
             report: self.report,
             verbose: false,
             scrub: &[],

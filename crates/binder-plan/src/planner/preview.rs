@@ -37,7 +37,8 @@ pub fn preview(
             if rank == 0 {
                 warnings = env.warnings;
             }
-            let mems = shape.membind_for(rank).then(|| {
+            let policy = shape.membind_for(rank);
+            let mems = policy.map(|policy| {
                 let allowed;
                 let cpus = if task.units.is_empty() {
                     allowed = topology.hw().allowed_cpuset().clone_target();
@@ -45,14 +46,12 @@ pub fn preview(
                 } else {
                     &task.cpuset
                 };
-                hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), cpus)
-                    .iter_set()
-                    .map(usize::from)
-                    .collect()
+                crate::hostbind::memory_nodes(topology, cpus, policy)
             });
             report::Preview {
                 env: env.vars,
                 mems,
+                mempolicy: policy,
             }
         })
         .collect();

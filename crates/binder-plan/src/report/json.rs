@@ -5,7 +5,7 @@
 //! One object per rank per line (JSON Lines), SEMANTICS §7, for example:
 //!
 //! ```json
-//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_ids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null,"rank_rule":null}
+//! {"local_rank":0,"local_size":2,"unit":"core","rule":"implicit","pattern":"packed","reverse":false,"locality":"any","cpus":[0,1,2,3],"cpulist":"0-3","cpuset":"0x0000000f","objects":["core:0","core:1"],"objects_physical":["core:0","core:1"],"gpus":[],"gpu_busids":[],"gpu_ids":[],"gpu_local":[],"bind_width":null,"slot":null,"spans":{"package":1,"numa":1,"l3":1},"nics":[],"ge_topology":"NSXccCC","env":{"BINDER_CPUS":"0-3","BINDER_CPUSET":"0x0000000f","BINDER_LOCAL_RANK":"0","BINDER_LOCAL_SIZE":"2","BINDER_UNIT":"core"},"membind":null,"mempolicy":null,"rank_rule":null}
 //! ```
 //!
 //! `cpus` are OS PU numbers, `cpuset` is hwloc's bitmap string, `objects` are the unit
@@ -77,9 +77,10 @@ pub struct TaskRecord {
     pub ge_topology: String,
     /// The variables binder would set for the task (`BINDER_JOB` only exists at launch).
     pub env: serde_json::Map<String, serde_json::Value>,
-    /// The NUMA nodes (OS numbers) its memory would be bound to (`membind: local`), or
-    /// null.
+    /// The NUMA nodes (OS numbers) its memory policy would use (`membind:`), or null.
     pub membind: Option<Vec<usize>>,
+    /// That policy (`local`, `interleave`, `preferred`), or null.
+    pub mempolicy: Option<binder_core::view::MemPolicy>,
     /// The `ranks:` rule that placed this rank (its key, `"0"` or `"1-2"`), or null.
     pub rank_rule: Option<String>,
 }
@@ -156,6 +157,7 @@ impl TaskRecord {
             ge_topology: task.ge_topology.clone(),
             env: serde_json::Map::new(),
             membind: None,
+            mempolicy: None,
             rank_rule: task.rule.clone(),
         }
     }
@@ -176,6 +178,7 @@ pub(super) fn render(
                 .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                 .collect();
             record.membind.clone_from(&p.mems);
+            record.mempolicy = p.mempolicy;
         }
         serde_json::to_writer(&mut *out, &record)?;
         out.write_all(b"\n")?;

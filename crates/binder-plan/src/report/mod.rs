@@ -56,8 +56,10 @@ pub struct Preview {
     /// The variables binder would set, in the order it sets them (`BINDER_JOB`, which
     /// names the job in the node ledger, is only known at launch).
     pub env: Vec<(String, String)>,
-    /// The NUMA nodes (OS numbers) memory would be bound to, when `membind: local`.
+    /// The NUMA nodes (OS numbers) the memory policy would use, when `membind:` sets one.
     pub mems: Option<Vec<usize>>,
+    /// That policy.
+    pub mempolicy: Option<binder_core::view::MemPolicy>,
 }
 
 /// Dry-run extras: one [`Preview`] per task (or none), and whether the text form prints

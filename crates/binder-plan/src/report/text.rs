@@ -128,6 +128,11 @@ pub(super) fn render(
         let preview = extras.previews.get(r);
         if let Some(mems) = preview.and_then(|p| p.mems.as_ref()) {
             line.push_str(&format!("  mems {}", cpu_list(mems)));
+            // `local` is the plain binding; the others say their policy.
+            match preview.and_then(|p| p.mempolicy) {
+                Some(binder_core::view::MemPolicy::Local) | None => {}
+                Some(policy) => line.push_str(&format!(" {}", policy.name())),
+            }
         }
         if plan.ge.is_some() {
             line.push_str(&format!("  ge {}", task.ge_topology));

@@ -163,19 +163,40 @@ impl Keyword for Pattern {
     ];
 }
 
-/// Memory policy for the task.
+/// Memory policy for the task, on the NUMA nodes of its CPUs (through hwloc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Membind {
-    /// Bind memory to the NUMA nodes of the task's cpuset.
+    /// Allocate only on the NUMA nodes of the task's cpuset (`numactl --membind`).
     Local,
+    /// Interleave pages over them (`numactl --interleave`).
+    Interleave,
+    /// Prefer the first of them, falling back to others (`numactl --preferred`).
+    Preferred,
     /// Leave memory policy as inherited.
     None,
 }
 
 impl Keyword for Membind {
     const WHAT: &'static str = "membind policy";
-    const SPELLINGS: &'static [(&'static str, Self)] =
-        &[("local", Membind::Local), ("none", Membind::None)];
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("local", Membind::Local),
+        ("interleave", Membind::Interleave),
+        ("preferred", Membind::Preferred),
+        ("none", Membind::None),
+    ];
+}
+
+impl Membind {
+    /// The policy a launch applies, `None` for `none`.
+    pub fn policy(self) -> Option<binder_core::view::MemPolicy> {
+        use binder_core::view::MemPolicy;
+        match self {
+            Membind::Local => Some(MemPolicy::Local),
+            Membind::Interleave => Some(MemPolicy::Interleave),
+            Membind::Preferred => Some(MemPolicy::Preferred),
+            Membind::None => None,
+        }
+    }
 }
 
 /// Which cores (SEMANTICS §12): hwloc's most performant CPU kind, or the others.

@@ -58,9 +58,9 @@ impl Shape {
             )
     }
 
-    /// Whether local rank `rank`'s memory is bound (`membind: local`).
-    pub fn membind_for(&self, rank: usize) -> bool {
-        self.options_for(rank).membind == Some(Membind::Local)
+    /// Local rank `rank`'s memory policy (`membind: local|interleave|preferred`), if any.
+    pub fn membind_for(&self, rank: usize) -> Option<binder_core::view::MemPolicy> {
+        self.options_for(rank).membind.and_then(Membind::policy)
     }
 
     /// The rules' groups for `local_size` tasks, lowest rank first, and the ranks the
