@@ -111,6 +111,10 @@ pub const TASK_ENVIRONMENT: &[Entry] = &[
         what: "the OS devices of the task's nearest NICs, `ib0,mlx5_0` (only when the shape names a `nic`)",
     },
     Entry {
+        names: &binder_core::launch::env::NIC_VAR_NAMES,
+        what: "the same NICs for UCX (`mlx5_0:1`: each RDMA device and its active port, else the interface) and NCCL (`=mlx5_0:1`, RDMA devices only); a value the user set is kept",
+    },
+    Entry {
         names: &["BINDER_JOB"],
         what: "the job's name in the node ledger (`slurm:812.3`, `openmpi:1307181057`)",
     },

@@ -353,3 +353,56 @@ fn membind_policies_show_their_nodes() {
     assert_eq!(code, 125);
     assert!(err.contains("did you mean `interleave`?"), "{err}");
 }
+
+/// The NIC variables UCX and NCCL read (issue 36), beside `BINDER_NICS`, when the shape
+/// names a NIC. On the SPR node, hwloc-calc puts `mlx5_3` (with its interface `ibp218s0`)
+/// in package 1 and the XML reports its port 1 (down, the only one); package 0's first NIC
+/// in PCI order is the Ethernet `eno8303`, which UCX takes by interface and NCCL's HCA list
+/// does not. A user's own `UCX_NET_DEVICES` is kept.
+#[test]
+fn nic_variables_for_ucx_and_nccl() {
+    let Some(shared) = crate::common::shared() else {
+        return;
+    };
+    let xml = crate::common::topology(&shared, "spr8480-2s-112c-smt2-snc4-4h100.xml");
+    if crate::common::require_tool("hwloc-calc", "NIC locality") {
+        let out = std::process::Command::new("hwloc-calc")
+            .arg("--input")
+            .arg(&xml)
+            .args(["os=mlx5_3", "--intersect", "package"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+    }
+    let json = |extra: &[(&str, &str)]| -> Vec<serde_json::Value> {
+        let mut cmd = binder();
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let out = run(
+            cmd.args(["-n", "--format", "json", "--local-size", "2", "--topology"])
+                .arg(&xml)
+                .arg(crate::common::root().join("tests/fixtures/shapes/nic-per-socket.yaml")),
+            0,
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let tasks = json(&[]);
+    assert_eq!(tasks[0]["env"]["BINDER_NICS"], "eno8303");
+    assert_eq!(tasks[0]["env"]["UCX_NET_DEVICES"], "eno8303");
+    assert!(tasks[0]["env"].get("NCCL_IB_HCA").is_none(), "{}", tasks[0]);
+    assert_eq!(tasks[1]["env"]["BINDER_NICS"], "ibp218s0,mlx5_3");
+    assert_eq!(tasks[1]["env"]["UCX_NET_DEVICES"], "mlx5_3:1");
+    assert_eq!(tasks[1]["env"]["NCCL_IB_HCA"], "=mlx5_3:1");
+    let tasks = json(&[("UCX_NET_DEVICES", "mlx5_0:1")]);
+    assert!(
+        tasks[1]["env"].get("UCX_NET_DEVICES").is_none(),
+        "the user's is kept: {}",
+        tasks[1]
+    );
+    assert_eq!(tasks[1]["env"]["NCCL_IB_HCA"], "=mlx5_3:1");
+}

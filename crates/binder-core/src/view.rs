@@ -4,7 +4,7 @@
 /// The version of everything binder persists about a plan (cache entries, ledger plans
 /// and claims): bump it when [`TaskView`], a cache entry or a ledger file changes. A
 /// reader ignores another version's files rather than misread them.
-pub const FORMAT: u32 = 8;
+pub const FORMAT: u32 = 9;
 
 /// What launching one task needs from the plan: small, serializable, and the same
 /// whether it comes from a fresh plan or from the node cache ([`crate::cache`]).
@@ -20,6 +20,10 @@ pub struct TaskView {
     pub gpus: Vec<GpuView>,
     /// Its nearest NICs' names.
     pub nics: Vec<String>,
+    /// The communication libraries' NIC variables for those NICs, in
+    /// `launch::env::NIC_VARS` order (`UCX_NET_DEVICES=mlx5_0:1`).
+    #[serde(default)]
+    pub nic_vars: Vec<(String, String)>,
     /// The `--report` text after `[launcher] `.
     pub binding: String,
     /// Grid Engine's variables (`GCS_BINDING`, `SGE_BINDING`, ...) when a request placed

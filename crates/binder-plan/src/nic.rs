@@ -15,6 +15,8 @@ use hwlocality::object::TopologyObject;
 
 use crate::gpu::{PciKey, PciPlace};
 use crate::topology::Topology;
+use binder_core::launch::env::NicForm;
+use hwlocality::object::types::OSDeviceType;
 
 /// One network interface of the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +27,12 @@ pub struct Nic {
     pub busid: String,
     /// The OS device names (`ib0`, `mlx5_0`), in hwloc's order; empty when it has none.
     pub os_names: Vec<String>,
+    /// Its RDMA (OpenFabrics) devices with the port communication libraries should use,
+    /// `mlx5_0:1`: the first port hwloc reports active (`PortNState` 4), else the first
+    /// port it reports, else 1.
+    pub rdma: Vec<String>,
+    /// Its network interfaces (`eth0`, `ib0`).
+    pub netdevs: Vec<String>,
     /// Marketing name from the PCI database, else `vendor:device` in hex.
     pub model: String,
     /// The CPUs near it: the cpuset of its first non-I/O ancestor.
@@ -34,6 +42,15 @@ pub struct Nic {
 }
 
 impl Nic {
+    /// How `form` names this NIC: UCX takes its RDMA devices, else its interfaces; NCCL's
+    /// HCA list only its RDMA devices.
+    pub fn names_for(&self, form: NicForm) -> Vec<String> {
+        match form {
+            NicForm::Ucx if self.rdma.is_empty() => self.netdevs.clone(),
+            NicForm::Ucx | NicForm::NcclHca => self.rdma.clone(),
+        }
+    }
+
     /// The names a task is told in `BINDER_NICS`: its OS devices, else its bus id.
     pub fn names(&self) -> Vec<String> {
         if self.os_names.is_empty() {
@@ -49,6 +66,30 @@ pub(crate) fn is_network_class(class_id: u16) -> bool {
     class_id >> 8 == 0x02 || class_id == 0x0c06
 }
 
+/// The port of an RDMA device communication libraries should use: the first hwloc reports
+/// active (`Port<N>State` 4, IB_PORT_ACTIVE), else the first it reports, else 1.
+fn port(osdev: &TopologyObject) -> u32 {
+    let mut ports: Vec<(u32, bool)> = osdev
+        .infos()
+        .iter()
+        .filter_map(|i| {
+            let name = i.name().to_str().ok()?;
+            let n = name
+                .strip_prefix("Port")?
+                .strip_suffix("State")?
+                .parse()
+                .ok()?;
+            Some((n, i.value().to_bytes() == b"4"))
+        })
+        .collect();
+    ports.sort_unstable();
+    ports
+        .iter()
+        .find(|(_, active)| *active)
+        .or(ports.first())
+        .map_or(1, |(n, _)| *n)
+}
+
 /// Lists the NICs of a topology loaded with I/O discovery, in PCI bus order.
 pub fn discover(topology: &Topology) -> Vec<Nic> {
     let mut found: Vec<(PciKey, Nic)> = Vec::new();
@@ -60,17 +101,31 @@ pub fn discover(topology: &Topology) -> Vec<Nic> {
             continue;
         }
         let place = PciPlace::of(topology, pci, attr);
-        let os_names = pci
+        let osdevs: Vec<&TopologyObject> = pci
             .io_children()
             .filter(|c| c.object_type() == ObjectType::OSDevice)
-            .filter_map(TopologyObject::name)
-            .map(|n| n.to_string_lossy().into_owned())
             .collect();
+        let name = |o: &TopologyObject| o.name().map(|n| n.to_string_lossy().into_owned());
+        let of_type = |ty: OSDeviceType| {
+            osdevs
+                .iter()
+                .filter(move |o| {
+                    matches!(o.attributes(), Some(ObjectAttributes::OSDevice(a)) if a.device_type() == ty)
+                })
+                .copied()
+        };
+        let os_names = osdevs.iter().filter_map(|o| name(o)).collect();
+        let rdma = of_type(OSDeviceType::OpenFabrics)
+            .filter_map(|o| Some(format!("{}:{}", name(o)?, port(o))))
+            .collect();
+        let netdevs = of_type(OSDeviceType::Network).filter_map(name).collect();
         let key = place.key;
         let nic = Nic {
             index: 0,
             busid: place.busid,
             os_names,
+            rdma,
+            netdevs,
             model: place.model,
             locality: place.locality,
             attached_to: place.attached_to,

@@ -42,6 +42,22 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
             .iter()
             .flat_map(|&i| plan.nics[i].names())
             .collect(),
+        nic_vars: binder_core::launch::env::NIC_VARS
+            .iter()
+            .filter_map(|var| {
+                let names: Vec<String> = task
+                    .nics
+                    .iter()
+                    .flat_map(|&i| plan.nics[i].names_for(var.form))
+                    .collect();
+                let prefix = match var.form {
+                    binder_core::launch::env::NicForm::NcclHca => "=",
+                    binder_core::launch::env::NicForm::Ucx => "",
+                };
+                (!names.is_empty())
+                    .then(|| (var.name.to_owned(), format!("{prefix}{}", names.join(","))))
+            })
+            .collect(),
         binding: crate::report::task_binding(plan, rank),
         ge_env: plan
             .ge

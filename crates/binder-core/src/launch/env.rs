@@ -20,6 +20,51 @@ pub const OWN: [&str; 8] = [
     "BINDER_NICS",
 ];
 
+/// How a communication library names the NICs it may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NicForm {
+    /// UCX's `UCX_NET_DEVICES`: each RDMA device with its port (`mlx5_0:1`), and the
+    /// network interface of a NIC without one (`eth0`, for UCX's TCP transport).
+    Ucx,
+    /// NCCL's `NCCL_IB_HCA`: the RDMA devices with their port, `=` in front for an exact
+    /// match (`=mlx5_0:1`, or `mlx5_0` would also take `mlx5_0x`); unset without RDMA
+    /// devices.
+    NcclHca,
+}
+
+/// A variable a communication library reads for its NICs (one row each): binder sets it to
+/// the task's NICs when the shape names a `nic`, and keeps a value the user set.
+#[derive(Debug, Clone, Copy)]
+pub struct NicVar {
+    /// The variable.
+    pub name: &'static str,
+    /// How its value names NICs.
+    pub form: NicForm,
+}
+
+/// Every NIC variable binder sets beside `BINDER_NICS`.
+pub const NIC_VARS: [NicVar; 2] = [
+    NicVar {
+        name: "UCX_NET_DEVICES",
+        form: NicForm::Ucx,
+    },
+    NicVar {
+        name: "NCCL_IB_HCA",
+        form: NicForm::NcclHca,
+    },
+];
+
+/// The names of [`NIC_VARS`], for the manual's table.
+pub const NIC_VAR_NAMES: [&str; NIC_VARS.len()] = {
+    let mut out = [""; NIC_VARS.len()];
+    let mut i = 0;
+    while i < NIC_VARS.len() {
+        out[i] = NIC_VARS[i].name;
+        i += 1;
+    }
+    out
+};
+
 /// The task's environment and what binder has to say about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskEnv {
@@ -136,6 +181,15 @@ pub fn task_env(
     if !task.nics.is_empty() {
         env.push(("BINDER_NICS".into(), task.nics.join(",")));
     }
-    env.extend(task.ge_env.iter().cloned());
+    for (name, value) in &task.nic_vars {
+        // A value the user set names the NICs they chose: kept, and said under -v.
+        if get(name).is_some() {
+            out.notes
+                .push(format!("{name} is kept as set (binder would set {value})"));
+        } else {
+            out.vars.push((name.clone(), value.clone()));
+        }
+    }
+    out.vars.extend(task.ge_env.iter().cloned());
     out
 }
