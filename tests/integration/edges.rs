@@ -5,8 +5,8 @@ use binder_plan::shape::Shape;
 use binder_plan::topology::{self, Source};
 
 use crate::common::{
-    all_topologies, binder, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, run,
-    shared, topology as xml_path,
+    all_topologies, binder, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, root,
+    run, shared, topology as xml_path,
 };
 
 mod gpus;
@@ -361,11 +361,11 @@ fn membind_policies_show_their_nodes() {
 /// does not. A user's own `UCX_NET_DEVICES` is kept.
 #[test]
 fn nic_variables_for_ucx_and_nccl() {
-    let Some(shared) = crate::common::shared() else {
+    let Some(shared) = shared() else {
         return;
     };
-    let xml = crate::common::topology(&shared, "spr8480-2s-112c-smt2-snc4-4h100.xml");
-    if crate::common::require_tool("hwloc-calc", "NIC locality") {
+    let xml = xml_path(&shared, "spr8480-2s-112c-smt2-snc4-4h100.xml");
+    if require_tool("hwloc-calc", "NIC locality") {
         let out = std::process::Command::new("hwloc-calc")
             .arg("--input")
             .arg(&xml)
@@ -382,7 +382,7 @@ fn nic_variables_for_ucx_and_nccl() {
         let out = run(
             cmd.args(["-n", "--format", "json", "--local-size", "2", "--topology"])
                 .arg(&xml)
-                .arg(crate::common::root().join("tests/fixtures/shapes/nic-per-socket.yaml")),
+                .arg(root().join("tests/fixtures/shapes/nic-per-socket.yaml")),
             0,
         );
         String::from_utf8(out.stdout)

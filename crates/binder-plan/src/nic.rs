@@ -159,15 +159,30 @@ mod tests {
             index: 0,
             busid: "0000:02:00.0".into(),
             os_names: vec![],
+            rdma: vec![],
+            netdevs: vec![],
             model: "x".into(),
             locality: CpuSet::new(),
             attached_to: "package:0".into(),
         };
         assert_eq!(nic.names(), ["0000:02:00.0"]);
+        assert!(nic.names_for(NicForm::Ucx).is_empty());
         let nic = Nic {
             os_names: vec!["ib0".into(), "mlx5_0".into()],
+            rdma: vec!["mlx5_0:1".into()],
+            netdevs: vec!["ib0".into()],
             ..nic
         };
         assert_eq!(nic.names(), ["ib0", "mlx5_0"]);
+        // UCX and NCCL take the RDMA device with its port; UCX the interface without one.
+        assert_eq!(nic.names_for(NicForm::Ucx), ["mlx5_0:1"]);
+        assert_eq!(nic.names_for(NicForm::NcclHca), ["mlx5_0:1"]);
+        let eth = Nic {
+            rdma: vec![],
+            netdevs: vec!["eth0".into()],
+            ..nic
+        };
+        assert_eq!(eth.names_for(NicForm::Ucx), ["eth0"]);
+        assert!(eth.names_for(NicForm::NcclHca).is_empty());
     }
 }

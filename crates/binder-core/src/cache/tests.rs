@@ -14,6 +14,7 @@ fn view(cpus: Vec<usize>) -> TaskView {
             export: "0".into(),
         }],
         nics: vec!["ib0".into()],
+        nic_vars: vec![("UCX_NET_DEVICES".into(), "mlx5_0:1".into())],
         binding: "unit core: core:0 cpus 0-1 mask 0x00000003".into(),
         ge_env: vec![("GCS_BINDING".into(), "0 1".into())],
         apply: true,
