@@ -109,3 +109,76 @@ fn master_worker_is_cores_packed_for_the_other_ranks() {
         }
     }
 }
+
+/// `index:` (issue 36) against hwloc-calc on every fixture topology: a one-task plan of
+/// `type: T, index: LIST` binds exactly the allowed PUs hwloc-calc gives for `T:LIST`
+/// (whole-node logical indexes, the numbering lstopo and hwloc-calc use), for the first
+/// object, the last, and the two after the first, of cores, PUs, NUMA nodes, packages and
+/// L3s (objects without CPUs, a GPU's NUMA node, are never named).
+#[test]
+fn index_names_the_objects_hwloc_calc_names() {
+    let Some(shared) = shared() else { return };
+    if !crate::common::require_tool("hwloc-calc", "the index oracle") {
+        return;
+    }
+    let dir = crate::common::scratch().join("index-oracle");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    for name in crate::common::all_topologies(&shared) {
+        let xml = crate::common::topology(&shared, &name);
+        for (ours, hwloc) in [
+            ("core", "Core"),
+            ("pu", "PU"),
+            ("numa", "NUMANode"),
+            ("package", "Package"),
+            ("l3", "L3Cache"),
+        ] {
+            let objects: Vec<(usize, Vec<usize>)> = crate::common::hwloc_objects(&xml, hwloc)
+                .into_iter()
+                .filter(|(_, pus)| !pus.is_empty())
+                .collect();
+            let Some(&(last, _)) = objects.last() else {
+                continue;
+            };
+            let mut picks = vec![vec![objects[0].0], vec![last]];
+            if objects.len() >= 3 {
+                picks.push(vec![objects[1].0, objects[2].0]);
+            }
+            for pick in picks {
+                let list: Vec<String> = pick.iter().map(usize::to_string).collect();
+                let list = list.join(",");
+                let shape = dir.join(format!("{ours}.yaml"));
+                std::fs::write(
+                    &shape,
+                    format!("resources:\n  - type: {ours}\n    index: \"{list}\"\n"),
+                )
+                .unwrap();
+                let out = crate::common::run(
+                    crate::common::binder()
+                        .args(["-n", "--format", "json", "--topology"])
+                        .arg(&xml)
+                        .arg(&shape),
+                    0,
+                );
+                let v: serde_json::Value =
+                    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+                let got: Vec<usize> = v["cpus"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_u64().unwrap() as usize)
+                    .collect();
+                let mut want: Vec<usize> = objects
+                    .iter()
+                    .filter(|(i, _)| pick.contains(i))
+                    .flat_map(|(_, pus)| pus.iter().copied())
+                    .collect();
+                want.sort_unstable();
+                want.dedup();
+                assert_eq!(got, want, "{name}: {ours}:{list}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} placements checked");
+}

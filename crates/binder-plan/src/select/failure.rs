@@ -16,9 +16,20 @@ pub struct SelectError {
     pub failure: Failure,
 }
 
+/// The objects an `index:` named, for a failure's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The indexes as written back (`4-7`).
+    pub asked: String,
+    /// Those with no allowed object in the request's scope (`6-7`), empty when all are.
+    pub missing: String,
+}
+
 /// One request that could not be met, and why.
 #[derive(Debug)]
 pub struct Failure {
+    /// The objects `index:` named, when it did.
+    pub named: Option<Box<Named>>,
     /// Where the request stands in the shape (`resources[0].with[1]`).
     pub path: String,
     /// What it asked for.
@@ -48,11 +59,19 @@ impl fmt::Display for Failure {
             Some(k) => format!("{k} {}", self.kind.hwloc_name()),
             None => self.kind.hwloc_name().to_owned(),
         };
-        write!(
-            f,
-            "{} asks for {} {kind} in {}, ",
-            self.path, self.count, self.within
-        )?;
+        write!(f, "{} asks for {} {kind}", self.path, self.count)?;
+        if let Some(named) = &self.named {
+            write!(f, " of {kind}:{}", named.asked)?;
+        }
+        write!(f, " in {}, ", self.within)?;
+        if let Some(named) = self.named.as_ref().filter(|n| !n.missing.is_empty()) {
+            return write!(
+                f,
+                "but {kind}:{} {} not there (outside it or the job's allocation, reserved, taken, or past the last {kind}); name others, numbered as `--dry-run` labels them",
+                named.missing,
+                if named.missing.contains([',', '-']) { "are" } else { "is" }
+            );
+        }
         if let Some(unit) = self.unit {
             let unit = unit.hwloc_name();
             return write!(

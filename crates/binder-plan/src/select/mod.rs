@@ -30,7 +30,7 @@ mod slots;
 
 use candidates::{Candidate, Taken};
 
-pub use failure::{Failure, SelectError};
+pub use failure::{Failure, Named, SelectError};
 
 /// What the resources tree matched.
 #[derive(Debug)]
@@ -222,8 +222,37 @@ impl<'t, 'd> Selector<'t, 'd> {
                 _ => true,
             });
         }
+        // `index:` keeps the objects it names, by their logical index on the whole node; those
+        // it names that are not here (outside the scope or the job's allocation, taken
+        // out, past the node's last) are said if the request fails.
+        let mut named = None;
+        if let Some(index) = &item.index {
+            let wanted = index.indexes();
+            let mut found = Vec::new();
+            candidates.retain(|c| match c {
+                Candidate::Cpu(obj, _) => {
+                    let i = self.topology.logical_index(obj);
+                    let keep = wanted.binary_search(&i).is_ok();
+                    if keep {
+                        found.push(i);
+                    }
+                    keep
+                }
+                _ => false,
+            });
+            let missing: Vec<usize> = wanted
+                .iter()
+                .copied()
+                .filter(|i| found.binary_search(i).is_err())
+                .collect();
+            named = Some(Box::new(Named {
+                asked: index.to_string(),
+                missing: binder_core::cpulist::cpu_list(&missing),
+            }));
+        }
         let wanted = wanted(item.count);
         let mut failure = Failure {
+            named,
             path: path.to_owned(),
             kind: item.kind,
             count: item.count,

@@ -65,6 +65,7 @@ impl<'t, 'd> Selector<'t, 'd> {
         let label = within.map_or_else(|| "the node".to_owned(), |c| c.label(self.topology));
         let scope = within.map(Candidate::cpuset);
         let mut failure = Failure {
+            named: None,
             path: path.to_owned(),
             kind: ObjType::Slot,
             count: item.count,

@@ -8,6 +8,7 @@
 
 mod count;
 mod error;
+mod index;
 mod keywords;
 mod model;
 mod per_rank;
@@ -21,6 +22,7 @@ use std::path::Path;
 
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
+pub use index::IndexList;
 pub use keywords::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern};
 pub use model::{Options, Shape, Version};
 pub use per_rank::Group;
