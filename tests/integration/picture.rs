@@ -205,3 +205,93 @@ fn map_marks_reserved_and_occupied() {
     );
     assert!(reserved.contains("r = reserved"), "{reserved}");
 }
+
+/// Issue 36's picture fixes, each against an independent source:
+/// - a POWER7 NUMA node holds 8 packages (hwloc-calc lists them), and the map draws each
+///   NUMA node with its packages inside (it drew packages only);
+/// - every GPU and NIC box of the SVG shows its PCI bus id as text, as the README says;
+/// - a 2-socket Genoa (24 L3s) wraps into a page instead of one 5,460-pixel strip;
+/// - with 13 ranks, no legend entry's text reaches the next entry's swatch (12 px
+///   sans-serif glyphs average about 0.55 em, 6.6 px).
+#[test]
+fn pictures_nest_numa_show_bus_ids_wrap_and_keep_the_legend_apart() {
+    let Some(shared) = shared() else { return };
+    let power7 = "power7-64pkg-256pu-smt4-8numa.xml";
+    let map = picture(power7, "shapes/numa-per-task.yaml", "8", "map");
+    if require_tool("hwloc-calc", "POWER7's NUMA nodes") {
+        let xml = topology(&shared, power7);
+        for numa in 0..8 {
+            let packages = crate::common::hwloc_calc_lines(
+                &xml,
+                &["--intersect", "package", &format!("numa:{numa}")],
+                &[],
+            );
+            let header = format!("\nnuma L#{numa} (");
+            let at = map.find(&header).unwrap_or_else(|| panic!("{header}{map}"));
+            let below: Vec<&str> = map[at + 1..].lines().skip(1).take(8).collect();
+            let want: Vec<String> = packages[0]
+                .split(',')
+                .map(|p| format!("  package L#{p}  "))
+                .collect();
+            assert_eq!(want.len(), 8, "{packages:?}");
+            for (line, want) in below.iter().zip(&want) {
+                assert!(line.starts_with(want.as_str()), "{line} / {want}");
+            }
+        }
+    }
+    let svg = picture(
+        "aws-g4dn-metal-2s-48c-smt2-8t4.xml",
+        "shapes/gpu-local.yaml",
+        "8",
+        "svg",
+    );
+    for busid in ["0000:18:00.0", "0000:f5:00.0", "0000:c6:00.0"] {
+        assert!(svg.contains(&format!(">{busid}</text>")), "{busid}");
+    }
+    let svg = picture(
+        "epyc9654-genoa-2s-192c-smt2.xml",
+        "shapes/l3-per-task.yaml",
+        "13",
+        "svg",
+    );
+    let width: u32 = svg
+        .split("width=\"")
+        .nth(1)
+        .and_then(|w| w.split('"').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap();
+    assert!(width <= 1800, "{width} px wide");
+    // Legend entries: `<rect x=X ...>…<text …>MEANING</text></g>` after the tree; those on
+    // one row share a `y`.
+    let mut entries: Vec<(u32, u32, usize)> = Vec::new();
+    for line in svg
+        .lines()
+        .filter(|l| l.contains("font-size=\"12\">") && l.starts_with("<g><rect x="))
+    {
+        let num = |key: &str| -> u32 {
+            line.split(key)
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let meaning = line
+            .rsplit("\">")
+            .next()
+            .unwrap()
+            .trim_end_matches("</text></g>");
+        entries.push((num(" y=\""), num("<rect x=\""), meaning.chars().count()));
+    }
+    assert!(entries.len() >= 14, "{} legend entries", entries.len());
+    for pair in entries.windows(2) {
+        let ((y0, x0, chars), (y1, x1, _)) = (pair[0], pair[1]);
+        if y0 == y1 {
+            let text_end = x0 + 34 + 6 + (chars as f64 * 6.6) as u32;
+            assert!(
+                text_end < x1,
+                "legend entry at {x0} runs to {text_end}, next at {x1}"
+            );
+        }
+    }
+}

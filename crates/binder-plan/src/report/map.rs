@@ -149,6 +149,7 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
         owner: &owner,
         devices: &devices,
     };
+    let levels: Vec<&Vec<(String, CpuSet)>> = levels.iter().collect();
     let children = nest(&machine, &levels, &cores, &within);
     Node {
         label: format!("machine ({} PUs)", allowed.weight().unwrap_or(0)),
@@ -214,14 +215,17 @@ fn claim(set: &CpuSet, devices: &[(CpuSet, Device)], children: &[Node], root: bo
         .collect()
 }
 
-/// The children of a box whose cpuset is `within`: the first level with objects inside
-/// it, else its cores.
+/// The children of a box whose cpuset is `within`: the coarsest level not drawn yet whose
+/// objects inside it cover it (fewest objects first, then package, NUMA, L3), else its
+/// cores. Coarsest first, not a fixed order, because containment differs by machine: a
+/// Sapphire Rapids package holds 4 NUMA nodes, a POWER7 NUMA node holds 8 packages.
 fn nest(
     within: &CpuSet,
-    levels: &[Vec<(String, CpuSet)>],
+    levels: &[&Vec<(String, CpuSet)>],
     cores: &[(String, CpuSet)],
     look: &Within<'_>,
 ) -> Vec<Node> {
+    let mut best: Option<(usize, Vec<&(String, CpuSet)>)> = None;
     for (i, level) in levels.iter().enumerate() {
         let inside: Vec<&(String, CpuSet)> = level
             .iter()
@@ -237,11 +241,23 @@ fn nest(
             union == *within
         };
         let same = inside.len() == 1 && inside[0].1 == *within;
-        if !inside.is_empty() && covers && !same {
+        let coarser = best.as_ref().is_none_or(|(_, b)| inside.len() < b.len());
+        if !inside.is_empty() && covers && !same && coarser {
+            best = Some((i, inside));
+        }
+    }
+    if let Some((i, inside)) = best {
+        let rest: Vec<&Vec<(String, CpuSet)>> = levels
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, l)| *l)
+            .collect();
+        {
             return inside
                 .into_iter()
                 .map(|(label, set)| {
-                    let children = nest(set, &levels[i + 1..], cores, look);
+                    let children = nest(set, &rest, cores, look);
                     Node {
                         label: label.clone(),
                         devices: claim(set, look.devices, &children, false),

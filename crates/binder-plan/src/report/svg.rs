@@ -15,15 +15,20 @@ const PU_W: u32 = 34;
 const PU_H: u32 = 22;
 const PAD: u32 = 4;
 const LABEL_H: u32 = 16;
-/// A GPU or NIC box: two lines (name and bus id, then the model).
+/// A GPU or NIC box: three lines (name and who got it, the PCI bus id, the model).
 const DEV_W: u32 = 168;
-const DEV_H: u32 = 34;
+const DEV_H: u32 = 46;
 /// Characters of a model name that fit a device box at font size 10.
 const DEV_CHARS: usize = 28;
 /// A generous advance of a bold 13 px sans-serif character, for wrapping the title.
 const TITLE_CHAR_W: u32 = 9;
 /// Device boxes a row holds at least (more when the children are wider).
 const DEV_PER_ROW: u32 = 4;
+/// The width a box's children are laid out to fit before they wrap into more rows, so a
+/// big node (a 2-socket Genoa: 24 L3s) is a page, not a 5,000-pixel strip.
+const FIT_W: u32 = 1600;
+/// A generous advance of a 12 px sans-serif character, for sizing legend entries.
+const CHAR_W: u32 = 7;
 /// Fills for PUs no task may get: reserved, another job's.
 const RESERVED: &str = "#7f7f7f";
 const OCCUPIED: &str = "#4d4d4d";
@@ -74,12 +79,18 @@ fn grid(node: &Node) -> (u32, u32, u32, u32) {
     } else {
         (f64::from(n).sqrt().ceil() as u32).max(1)
     };
-    let rows = n.div_ceil(cols);
     let (cw, ch) = node
         .children
         .iter()
         .map(size)
         .fold((0, 0), |(w, h), (a, b)| (w.max(a), h.max(b)));
+    // Containers wrap to fit FIT_W (a core's PUs never do).
+    let cols = if node.is_core() {
+        cols
+    } else {
+        cols.min((FIT_W / (cw + PAD)).max(1))
+    };
+    let rows = n.div_ceil(cols);
     (cols, rows, cw, ch)
 }
 
@@ -149,7 +160,7 @@ fn draw_device(device: &Device, x: u32, y: u32, out: &mut String) {
     };
     let _ = writeln!(
         out,
-        r#"<g><title>{} {} {}: {who}</title><rect x="{x}" y="{y}" width="{DEV_W}" height="{DEV_H}" rx="4" fill="{}" stroke="black"/><text x="{}" y="{}" font-size="11" font-weight="bold">{} ({who})</text><text x="{}" y="{}" font-size="10">{}</text></g>"#,
+        r#"<g><title>{} {} {}: {who}</title><rect x="{x}" y="{y}" width="{DEV_W}" height="{DEV_H}" rx="4" fill="{}" stroke="black"/><text x="{}" y="{}" font-size="11" font-weight="bold">{} ({who})</text><text x="{}" y="{}" font-size="10" font-family="monospace">{}</text><text x="{}" y="{}" font-size="10">{}</text></g>"#,
         esc(&device.label),
         esc(&device.busid),
         esc(&device.model),
@@ -158,7 +169,10 @@ fn draw_device(device: &Device, x: u32, y: u32, out: &mut String) {
         y + 14,
         esc(&device.label),
         x + PAD,
-        y + 28,
+        y + 27,
+        esc(&device.busid),
+        x + PAD,
+        y + 40,
         esc(&model),
     );
 }
@@ -268,10 +282,17 @@ fn legend_entries(tasks: usize, root: &Node) -> Vec<(&'static str, &'static str,
 pub fn render(root: &Node, tasks: usize, title: &str, out: &mut impl Write) -> io::Result<()> {
     let (tree_w, tree_h) = size(root);
     let entries = legend_entries(tasks, root);
-    // Legend: swatches of PU size with their meaning, several to a row.
-    const ENTRY_W: u32 = 150;
-    let w = tree_w.max(ENTRY_W * 3);
-    let per_row = (w / ENTRY_W).max(1) as usize;
+    // Legend: swatches of PU size with their meaning, several to a row, each entry as
+    // wide as the longest meaning, so none runs into the next.
+    let longest = entries
+        .iter()
+        .map(|(_, _, _, meaning)| meaning.chars().count() as u32)
+        .max()
+        .unwrap_or(0);
+    let entry_w = PU_W + 6 + longest * CHAR_W + 12;
+    // At least 450 px, so a small node's title stays readable.
+    let w = tree_w.max(entry_w * 3).max(450);
+    let per_row = (w / entry_w).max(1) as usize;
     let legend_rows = entries.len().div_ceil(per_row) as u32;
     let lines = wrap(title, (w / TITLE_CHAR_W).max(30) as usize);
     let title_h = lines.len() as u32 * 16 + 4;
@@ -288,7 +309,7 @@ pub fn render(root: &Node, tasks: usize, title: &str, out: &mut impl Write) -> i
     draw(root, 0, title_h, &mut body);
     let top = title_h + tree_h + PAD;
     for (i, (fill, ink, mark, meaning)) in entries.iter().enumerate() {
-        let x = (i % per_row) as u32 * ENTRY_W;
+        let x = (i % per_row) as u32 * entry_w;
         let y = top + (i / per_row) as u32 * (PU_H + PAD);
         let _ = writeln!(
             body,
@@ -345,7 +366,7 @@ mod tests {
     // By hand: a core of two PUs is 2·34 + 3·4 = 80 wide and 22 + 2·4 = 30 high; a
     // package of two such cores adds a label row: 2·80 + 3·4 = 172 by 16 + 30 + 8 = 54.
     // With one GPU under it, the row of devices is 168 + 2·4 = 176 wide (wider than the
-    // cores) and 34 + 4 high: 176 by 54 + 38 = 92.
+    // cores) and 46 + 4 high (three lines: name, bus id, model): 176 by 54 + 50 = 104.
     #[test]
     fn sizes_by_hand() {
         assert_eq!(size(&core(0, 1, Pu::Free)), (80, 30));
@@ -357,7 +378,7 @@ mod tests {
         };
         assert_eq!(size(&package), (172, 54));
         package.devices.push(gpu(1, vec![0]));
-        assert_eq!(size(&package), (176, 92));
+        assert_eq!(size(&package), (176, 104));
     }
 
     #[test]
