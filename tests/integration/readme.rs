@@ -130,10 +130,11 @@ fn every_readme_example_prints_what_the_readme_shows() {
         {
             continue;
         }
+        // Leading `NAME=value` words set the environment, as in the shell.
         let program = example
             .command
             .split_whitespace()
-            .next()
+            .find(|w| !w.contains('='))
             .unwrap_or_default();
         assert!(
             matches!(program, "binder" | "cat"),
