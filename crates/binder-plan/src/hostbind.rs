@@ -51,17 +51,6 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
     Ok(())
 }
 
-/// The NUMA nodes (OS numbers) `policy` uses for a task on `cpus`: those holding them,
-/// and for `preferred` the first of those (Linux prefers one node).
-pub fn memory_nodes(topology: &Topology, cpus: &CpuSet, policy: MemPolicy) -> Vec<usize> {
-    let nodes = NodeSet::from_cpuset(topology.hw(), cpus);
-    let mut list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
-    if policy == MemPolicy::Preferred {
-        list.truncate(1);
-    }
-    list
-}
-
 /// Applies `policy` to this process's memory on the NUMA nodes of `cpus`, through hwloc:
 /// `local` is a strict bind (`MPOL_BIND`, as `numactl --membind`), `interleave` is
 /// `MPOL_INTERLEAVE` (`numactl --interleave`), `preferred` a bind without `STRICT`, which
@@ -72,7 +61,7 @@ pub fn bind_memory(
     cpus: &CpuSet,
     policy: MemPolicy,
 ) -> Result<Vec<usize>, LaunchError> {
-    let list = memory_nodes(topology, cpus, policy);
+    let list = crate::topology::memory_nodes(topology, cpus, policy);
     let mut nodes = NodeSet::new();
     for &n in &list {
         nodes.set(n);

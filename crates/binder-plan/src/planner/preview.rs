@@ -46,7 +46,7 @@ pub fn preview(
                 } else {
                     &task.cpuset
                 };
-                crate::hostbind::memory_nodes(topology, cpus, policy)
+                crate::topology::memory_nodes(topology, cpus, policy)
             });
             report::Preview {
                 env: env.vars,

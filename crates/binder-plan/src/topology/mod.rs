@@ -341,6 +341,21 @@ pub(crate) fn performance_pus(
     Some(set)
 }
 
+/// The NUMA nodes (OS numbers) `policy` uses for a task on `cpus`: those holding them,
+/// and for `preferred` the first of those (Linux prefers one node).
+pub fn memory_nodes(
+    topology: &Topology,
+    cpus: &hwlocality::cpu::cpuset::CpuSet,
+    policy: binder_core::view::MemPolicy,
+) -> Vec<usize> {
+    let nodes = hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), cpus);
+    let mut list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
+    if policy == binder_core::view::MemPolicy::Preferred {
+        list.truncate(1);
+    }
+    list
+}
+
 /// The OS numbers of a cpuset, ascending.
 pub fn cpus_of(set: &hwlocality::cpu::cpuset::CpuSet) -> Vec<usize> {
     set.iter_set().map(usize::from).collect()
