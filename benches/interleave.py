@@ -5,6 +5,10 @@ more) slows every command alike instead of whichever hyperfine happened to run l
 Prints one JSON object: command -> {"wall": median seconds, "cpu": median user+system
 seconds of the command and its children}. stdout and stderr of the commands are discarded.
 
+A COMMAND may start with `NAME=value` words (set in its environment, as the shell does)
+and with `@session` (run in a session of its own: a new process group, so binder sees a
+new job), both applied by posix_spawn itself: no `env` or `setsid` executable is timed.
+
 Usage: interleave.py ROUNDS COMMAND [COMMAND ...]   (each COMMAND one shell-quoted string)
 """
 import json
@@ -16,16 +20,32 @@ import sys
 import time
 
 
+def parse(command):
+    """(argv, environment, new session) of one COMMAND."""
+    words = shlex.split(command)
+    env = dict(os.environ)
+    session = False
+    while words and (words[0] == "@session" or ("=" in words[0] and not words[0].startswith("/"))):
+        word = words.pop(0)
+        if word == "@session":
+            session = True
+        else:
+            name, _, value = word.partition("=")
+            env[name] = value
+    return words, env, session
+
+
 def main():
     rounds = int(sys.argv[1])
     commands = sys.argv[2:]
-    argvs = [shlex.split(c) for c in commands]
+    argvs = [parse(c) for c in commands]
     devnull = os.open(os.devnull, os.O_WRONLY)
     actions = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
 
-    def once(argv):
+    def once(spec):
+        argv, env, session = spec
         start = time.perf_counter()
-        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions)
+        pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsid=session)
         _, _, usage = os.wait4(pid, 0)
         return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
 
