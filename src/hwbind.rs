@@ -1,6 +1,6 @@
 //! A launch with the hwloc topology, for the CLI: refuses a topology that is not this
 //! host's (reading hwloc's variables from the environment, which the planning library
-//! does not), then binds through `binder_plan::hostbind` and execs.
+//! does not), then binds through `binder_host::hostbind` and execs.
 
 use std::io::Write;
 
@@ -9,7 +9,7 @@ use binder_core::launch::{exec, LaunchError, Options};
 use binder_core::view::TaskView;
 use binder_plan::topology::Topology;
 
-pub use binder_plan::hostbind::{bind_cpus, bind_memory, current};
+pub use binder_host::hostbind::{bind_cpus, bind_memory, current};
 
 /// Binds this process as `view` (this rank's of a plan made on `topology`) says and execs
 /// the command. Returns only on failure; `stderr` gets `--report` and `--verbose` lines.
@@ -51,7 +51,7 @@ pub fn this_system(topology: &Topology) -> Result<(), LaunchError> {
 }
 
 /// Binds this process as `view` says and returns the task's environment, without
-/// exec'ing (`binder_plan::hostbind::prepare`), after refusing a topology that is not
+/// exec'ing (`binder_host::hostbind::prepare`), after refusing a topology that is not
 /// this host's when anything is to be bound (a library caller may still run unbound
 /// tasks on another machine's topology).
 pub fn prepare(
@@ -66,5 +66,5 @@ pub fn prepare(
             this_system(t)?;
         }
     }
-    binder_plan::hostbind::prepare(view, topology, identity, options, stderr)
+    binder_host::hostbind::prepare(view, topology, identity, options, stderr)
 }

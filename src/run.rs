@@ -36,7 +36,7 @@ fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(),
             ledger::others::kernel_scan(&procs, binder_core::procfs::euid()),
         ),
     };
-    let node = binder_plan::node::build(
+    let node = binder_host::node::build(
         &topology,
         &scan,
         &dir,
@@ -46,7 +46,7 @@ fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(),
     let text = if json {
         serde_json::to_string_pretty(&node).unwrap_or_default() + "\n"
     } else {
-        binder_plan::node::render_text(&node)
+        binder_host::node::render_text(&node)
     };
     out.write_all(text.as_bytes()).map_err(Error::Output)
 }
@@ -227,7 +227,8 @@ pub fn run(
         ));
     }
     if config.format == report::Format::Rankfile {
-        return report::rankfile(&topology, &plan, out).map_err(|e| match e {
+        let host = identity::hostname();
+        return report::rankfile(&topology, &plan, &host, out).map_err(|e| match e {
             report::RankfileError::Output(e) => Error::Output(e),
             refused => Error::Usage(refused.to_string()),
         });

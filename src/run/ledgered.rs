@@ -1,5 +1,5 @@
 //! `binder-full`'s front on the one launch flow (`binder_core::launch::flow`): planning is
-//! `binder_plan::around`'s; what is left here is the CLI's: trimming hwloc's plugins in its
+//! `binder_host::around`'s; what is left here is the CLI's: trimming hwloc's plugins in its
 //! own environment, taking the shell's own XML for this host, and binding with the
 //! topology (`--verbose`, `membind`) before exec.
 
@@ -13,7 +13,7 @@ use binder_core::identity::{Env, Identity};
 use binder_core::launch::flow::{self, Front};
 use binder_core::launch::ledgered::Job;
 use binder_core::view::TaskView;
-use binder_plan::around::HostPlanner;
+use binder_host::around::HostPlanner;
 use binder_plan::gpu::Grant;
 use binder_plan::shape::Shape;
 use binder_plan::topology::{Source, Topology};

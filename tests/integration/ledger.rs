@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use binder_core::identity::job::JobId;
 use binder_core::ledger::{self, Claim, Scan};
 use binder_core::procfs::{Procs, Stat, Status};
-use binder_plan::node;
+use binder_host::node;
 use binder_plan::shape::{Pack, Shape};
 use binder_plan::topology::{self, Source, Topology};
 

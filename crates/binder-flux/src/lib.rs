@@ -36,7 +36,7 @@ pub mod shell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Mutex;
 
-use binder_plan::around::Refusal;
+use binder_host::around::Refusal;
 use ffi::{Plugin, PluginArg, Shell as ShellPtr};
 use shell::{Node, Request, Shell, Site};
 

@@ -25,7 +25,7 @@ use binder_core::launch::line::{job_text, shape_path, site_text, Requests};
 use binder_core::launch::{LaunchError, Options};
 use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
-use binder_plan::around::{HostPlanner, Refusal};
+use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{self, GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
@@ -471,7 +471,7 @@ impl<'a> Front for Task<'a> {
         } else {
             None
         };
-        Ok(binder_plan::hostbind::prepare(
+        Ok(binder_host::hostbind::prepare(
             view,
             topology.as_ref(),
             self.identity,

@@ -14,15 +14,12 @@
 //! `binder-core`'s; the command line and the driver are the `binder` crate's.
 #![warn(missing_docs)]
 
-pub mod around;
 pub mod distribute;
 pub mod error;
 pub mod explain;
 pub mod ge;
 pub mod gpu;
-pub mod hostbind;
 pub mod nic;
-pub mod node;
 pub mod pack;
 pub mod planner;
 pub mod report;

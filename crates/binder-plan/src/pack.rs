@@ -27,7 +27,7 @@ use crate::topology::Topology;
 
 /// Each object of type `kind` as its allowed PUs (OS numbers), in logical order; objects
 /// with none are left out.
-pub(crate) fn allowed_pus(topology: &Topology, kind: ObjType) -> Vec<Vec<usize>> {
+pub fn allowed_pus(topology: &Topology, kind: ObjType) -> Vec<Vec<usize>> {
     let allowed = topology.hw().allowed_cpuset();
     topology
         .objects(kind)

@@ -1,6 +1,6 @@
 //! One task's binding inside slurmstepd, in Rust terms: no FFI here, so it is tested
 //! like any library code. The flow is the `binder` executable's: the same planner
-//! (`binder_plan::around::HostPlanner`), the same node ledger
+//! (`binder_host::around::HostPlanner`), the same node ledger
 //! (`binder_core::launch::ledgered`), the same environment (`binder_core::launch`);
 //! only identity and environment come from SPANK instead of the process.
 
@@ -16,7 +16,7 @@ use binder_core::launch::ledgered::Job;
 use binder_core::launch::line::{job_text, site_text, Requests};
 use binder_core::launch::{LaunchError, Options};
 use binder_core::view::TaskView;
-use binder_plan::around::{HostPlanner, Refusal};
+use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{self, GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
@@ -245,7 +245,7 @@ impl<'a> Front for Spank<'a> {
             started_on,
             inherited: self.get,
         };
-        Ok(binder_plan::hostbind::prepare(
+        Ok(binder_host::hostbind::prepare(
             view,
             topology.as_ref(),
             self.identity,

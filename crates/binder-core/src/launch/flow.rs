@@ -46,7 +46,7 @@ impl LedgerState {
 /// A front's error: its planner's.
 pub(crate) type FrontError<F> = <<F as Front>::Planner as Planner>::Error;
 
-/// A front: how it plans (its [`Planner`], often `binder_plan::around::HostPlanner`
+/// A front: how it plans (its [`Planner`], often `binder_host::around::HostPlanner`
 /// itself) and how it binds its own task.
 pub trait Front {
     /// The planner the flow asks for a plan.

@@ -10,7 +10,7 @@
 //!
 //! Every launcher shares this flow through [`Planner`], which makes a plan when the
 //! ledger has none: the `binder` executable's from the node cache only (`super::warm`),
-//! `binder-full`'s and the SPANK plugin's with hwloc (`binder_plan::around`). Binding
+//! `binder-full`'s and the SPANK plugin's with hwloc (`binder_host::around`). Binding
 //! with the topology (`membind`, `--verbose`) and exec are the caller's, after [`claim`].
 
 use std::cell::Cell;

@@ -153,7 +153,7 @@ pub fn picture(
     }
 }
 
-/// An Open MPI rankfile for the node's tasks: `rank R=HOST slot=S:C,...`, socket and core
+/// An Open MPI rankfile for the node's tasks on `host`: `rank R=HOST slot=S:C,...`, socket and core
 /// numbers logical, cores counted within their socket (Open MPI's default reading).
 ///
 /// A rankfile names whole cores, so a task bound to some hardware threads of a core (`bind:
@@ -163,11 +163,11 @@ pub fn picture(
 pub fn rankfile(
     topology: &Topology,
     plan: &Plan,
+    host: &str,
     out: &mut impl Write,
 ) -> Result<(), RankfileError> {
     let tree = topology.ge_tree();
     let cores = crate::ge::walk::numbered_cores(&tree);
-    let host = binder_core::identity::hostname();
     let mut text = String::new();
     for task in &plan.tasks {
         let mut mine = Vec::new();

@@ -191,7 +191,7 @@ impl Topology {
     }
 
     /// Whether it was loaded with I/O devices (so GPUs can be looked for).
-    pub(crate) fn has_io(&self) -> bool {
+    pub fn has_io(&self) -> bool {
         self.io
     }
 

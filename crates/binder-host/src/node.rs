@@ -17,11 +17,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::shape::{ObjType, Pack};
-use crate::topology::Topology;
 use binder_core::cpulist::cpu_list;
 use binder_core::ledger::{Ignored, Scan};
 use binder_core::text::printable;
+use binder_plan::shape::{ObjType, Pack};
+use binder_plan::topology::Topology;
 
 /// One level's packing metrics.
 #[derive(Debug, Clone, Serialize)]
@@ -135,7 +135,7 @@ fn job_name(name: &str) -> String {
 /// exclusive job.
 pub fn held_pus(topology: &Topology, pack: Pack, cpus: &[usize]) -> Vec<usize> {
     if pack == Pack::Exclusive {
-        crate::pack::widen(&crate::pack::containers(topology).1, cpus)
+        binder_plan::pack::widen(&binder_plan::pack::containers(topology).1, cpus)
     } else {
         cpus.to_vec()
     }
@@ -163,13 +163,13 @@ pub fn build(
         ("l3", ObjType::L3),
     ]
     .into_iter()
-    .map(|(name, kind)| (name, crate::pack::allowed_pus(topology, kind)))
+    .map(|(name, kind)| (name, binder_plan::pack::allowed_pus(topology, kind)))
     .filter(|(_, sets)| !sets.is_empty())
     .collect();
     let mut sums: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
     let mut jobs = Vec::new();
     let numbers: Vec<(String, usize)> = if topology.has_io() {
-        crate::gpu::discover(topology)
+        binder_plan::gpu::discover(topology)
             .into_iter()
             .map(|g| (g.busid, g.number))
             .collect()
@@ -259,7 +259,7 @@ pub fn build(
         })
         .collect();
     let mut tree = topology.ge_tree();
-    crate::ge::reserve::take(&mut tree, &held.iter().copied().collect::<Vec<_>>());
+    binder_plan::ge::reserve::take(&mut tree, &held.iter().copied().collect::<Vec<_>>());
     Node {
         host: host.to_owned(),
         ledger: ledger.to_owned(),

@@ -7,18 +7,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use crate::error::PlanError;
-use crate::gpu::Grant;
-use crate::report;
-use crate::shape::Shape;
-use crate::topology::Topology;
-use crate::PlanRequest;
 use binder_core::cache::launch as cache;
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
 use binder_core::launch::LaunchError;
 use binder_core::ledger::{LedgerError, LiveJob, Scan};
 use binder_core::text::printable;
 use binder_core::view::TaskView;
+use binder_plan::error::PlanError;
+use binder_plan::gpu::Grant;
+use binder_plan::report;
+use binder_plan::shape::Shape;
+use binder_plan::topology::Topology;
+use binder_plan::PlanRequest;
 
 /// Why a plugin's task is not run: the one `binder:` line, whatever stage refused it. The
 /// SPANK and Flux plugins write it on the task's stderr and end the task with 125; this
@@ -45,7 +45,7 @@ refusal_from!(
     PlanError,
     LedgerError,
     LaunchError,
-    crate::shape::ShapeError
+    binder_plan::shape::ShapeError
 );
 
 /// Loads this host's topology for a launch (the caller's: it may trim hwloc's plugins
@@ -138,7 +138,7 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
             return Ok(views);
         }
         let t = self.load(job)?;
-        let plan = crate::plan(&request(job, shape, &t).grant(&self.grant))?;
+        let plan = binder_plan::plan(&request(job, shape, &t).grant(&self.grant))?;
         if job.verbose {
             if let Some(line) = report::kinds_line(&plan) {
                 binder_core::text::emit(err, &line);
@@ -155,9 +155,9 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
 }
 
 /// Every rank's view of `plan`.
-pub fn views(plan: &crate::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
+pub fn views(plan: &binder_plan::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
     (0..plan.tasks.len())
-        .map(|r| crate::view::launch_view(plan, shape, r))
+        .map(|r| binder_plan::view::launch_view(plan, shape, r))
         .collect()
 }
 
@@ -224,14 +224,14 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
     held_gpus.extend(avoid.gpus.iter().cloned());
     let held_gpus: Vec<String> = held_gpus.into_iter().collect();
     let holding = grant.clone().holding(held_gpus.clone());
-    if let Ok(plan) = crate::plan(&request(job, shape, t).grant(&holding)) {
+    if let Ok(plan) = binder_plan::plan(&request(job, shape, t).grant(&holding)) {
         if plan.tasks.iter().all(|task| task.units.is_empty()) {
             return Ok(views(&plan, shape));
         }
     }
     let loads = loads(t, scan, avoid, steer);
     let held: Vec<usize> = loads.keys().copied().collect();
-    let plan = match crate::plan_around(&request(job, shape, t).grant(&holding).held(&held)) {
+    let plan = match binder_plan::plan_around(&request(job, shape, t).grant(&holding).held(&held)) {
         Ok(plan) => {
             if job.verbose {
                 binder_core::text::emit(
@@ -249,7 +249,7 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
         }
         Err(refusal) => {
             // Would it fit on an empty node? Then the other jobs are why.
-            let Ok(alone) = crate::plan(&request(job, shape, t).grant(grant)) else {
+            let Ok(alone) = binder_plan::plan(&request(job, shape, t).grant(grant)) else {
                 return Err(refusal.into());
             };
             if !shape.options.share {
@@ -275,7 +275,7 @@ fn shared(
     loads: &BTreeMap<usize, usize>,
     verbose: bool,
     err: &mut impl Write,
-) -> Option<crate::distribute::Plan> {
+) -> Option<binder_plan::distribute::Plan> {
     let levels: BTreeSet<usize> = loads.values().copied().collect();
     for k in levels {
         let skip: Vec<usize> = loads
@@ -283,7 +283,7 @@ fn shared(
             .filter(|(_, &n)| n > k)
             .map(|(&p, _)| p)
             .collect();
-        if let Ok(plan) = crate::plan_around(&request.held(&skip)) {
+        if let Ok(plan) = binder_plan::plan_around(&request.held(&skip)) {
             if verbose {
                 binder_core::text::emit(
                     err,
@@ -318,7 +318,7 @@ const MAX_NAMED: usize = 4;
 /// The refusal that names the jobs holding what the plan would have used.
 fn occupied(
     refusal: &PlanError,
-    alone: &crate::distribute::Plan,
+    alone: &binder_plan::distribute::Plan,
     scan: &Scan,
     topology: &Topology,
     origin: &str,

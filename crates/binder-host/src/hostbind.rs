@@ -16,12 +16,12 @@ use hwlocality::memory::nodeset::NodeSet;
 
 use std::io::Write;
 
-use crate::report::cpus_of;
-use crate::topology::Topology;
 use binder_core::cpulist::cpu_list;
 use binder_core::identity::Identity;
 use binder_core::launch::{finish, prepare_cached, LaunchError, Options};
 use binder_core::view::{MemPolicy, TaskView};
+use binder_plan::report::cpus_of;
+use binder_plan::topology::Topology;
 
 /// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
 pub fn current(topology: &Topology) -> Option<CpuSet> {
@@ -61,7 +61,7 @@ pub fn bind_memory(
     cpus: &CpuSet,
     policy: MemPolicy,
 ) -> Result<Vec<usize>, LaunchError> {
-    let list = crate::topology::memory_nodes(topology, cpus, policy);
+    let list = binder_plan::topology::memory_nodes(topology, cpus, policy);
     let mut nodes = NodeSet::new();
     for &n in &list {
         nodes.set(n);
