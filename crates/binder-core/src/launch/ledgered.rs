@@ -14,7 +14,7 @@
 //! with the topology (`membind`, `--verbose`) and exec are the caller's, after [`claim`].
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -463,7 +463,8 @@ impl Flow<'_, '_> {
     fn settle(&self, claim: &Claim, planned: &Scan) -> Option<bool> {
         let until = Instant::now() + SETTLE;
         let me = (self.me.1, self.me.0);
-        let known: HashSet<(u32, u64)> = planned
+        // A BTreeSet: a HashSet's random keys would cost a `getrandom` on every launch.
+        let known: BTreeSet<(u32, u64)> = planned
             .holders
             .iter()
             .filter(|h| h.owner != planned.me)

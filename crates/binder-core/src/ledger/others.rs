@@ -11,7 +11,7 @@
 //! claimed or not. A budget spent by a flood of names therefore costs only the GPUs and
 //! job names of the claims left unread, never a CPU.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,7 +45,8 @@ struct Reading<'a> {
     /// This user's live PIDs, listed once when one of its other directories is large.
     live: Option<Option<HashSet<u32>>>,
     /// Processes whose claim was already read (a second one is a duplicate).
-    seen: HashSet<u32>,
+    /// (A BTreeSet: a HashSet's random keys cost a `getrandom` on every launch.)
+    seen: BTreeSet<u32>,
     /// Unverifiable claims read to steer.
     steered: usize,
 }
@@ -105,7 +106,7 @@ impl Ledger {
             view: view.as_ref(),
             deadline,
             live: None,
-            seen: HashSet::new(),
+            seen: BTreeSet::new(),
             steered: 0,
         };
         self.read_dirs(&mut listing, names, &mut reading, scan);
@@ -183,7 +184,7 @@ impl Ledger {
 /// the files of those alone.
 fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>, scan: &mut Scan) {
     let mut claims = Vec::new();
-    let mut markers = HashSet::new();
+    let mut markers = BTreeSet::new();
     let Ok(mut listing) = rfs::Dir::new(dir) else {
         return;
     };

@@ -218,7 +218,7 @@ fn read(path: &str) -> Option<String> {
     read_small(path, MAX_PROC_BYTES as usize).ok()
 }
 
-/// A small kernel file, whole, in `open`, `read` until end of file, `close`: std's
+/// A small kernel file, whole, in `open`, `read` (until end of file, see below), `close`: std's
 /// `read_to_string` adds a `statx` and an `lseek` per file (procfs and sysfs report size
 /// 0), about a third of the syscalls of a warm launch's reads. At most `max` bytes are
 /// read; bytes that are not UTF-8 are replaced (a `comm` may hold any byte), so a file
@@ -241,6 +241,15 @@ pub(crate) fn read_small(path: &str, max: usize) -> std::io::Result<String> {
         }
         match rustix::io::read(&fd, &mut buf[len..]) {
             Ok(0) => break Ok(()),
+            // procfs and sysfs fill a read with every record that fits (seq_file) or
+            // the whole attribute (kernfs), so a read that leaves more than half the
+            // buffer empty reached the end: the read that would return 0 is skipped
+            // (one syscall per file on the warm path). Records longer than half the
+            // buffer would defeat this; none of the files read here has them.
+            Ok(n) if len + n < buf.len() / 2 => {
+                len += n;
+                break Ok(());
+            }
             Ok(n) => len += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => break Err(std::io::Error::from(e)),
