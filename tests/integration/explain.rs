@@ -199,3 +199,23 @@ fn explain_after_rank_rules_uses_the_nodes_numbering() {
     assert!(text.contains("took 2: core:0-1"), "{text}");
     assert!(text.contains("took 6: core:2-7"), "{text}");
 }
+
+/// `index:` (issue 36) in `explain`: the request names the objects it was limited to, and
+/// by hand on `pack:2 core:4`, cores 4-7 are package 1's, so it takes exactly those.
+#[test]
+fn explain_names_the_indexes_a_request_was_limited_to() {
+    let text = explain(
+        &[
+            "--synthetic",
+            "pack:2 core:4 pu:2",
+            "--local-size",
+            "2",
+            "shapes/cores-by-index.yaml",
+        ],
+        SUCCESS,
+    );
+    assert!(
+        text.contains("resources[0]: 4 core of core:4-7 in the node (4 there): took 4: core:4-7"),
+        "{text}"
+    );
+}

@@ -267,7 +267,14 @@ impl<'t, 'd> Selector<'t, 'd> {
         let mut found = Found::default();
         let mut step = self.trace.is_some().then(|| Step {
             path: path.to_owned(),
-            asked: format!("{} {}", item.count, item.kind.hwloc_name()),
+            asked: match &item.index {
+                Some(index) => format!(
+                    "{} {kind} of {kind}:{index}",
+                    item.count,
+                    kind = item.kind.hwloc_name()
+                ),
+                None => format!("{} {}", item.count, item.kind.hwloc_name()),
+            },
             within: failure.within.clone(),
             total: candidates.len(),
             matched: Vec::new(),
