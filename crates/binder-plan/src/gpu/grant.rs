@@ -78,7 +78,7 @@ impl Grant {
             let (name, value) = names.iter().find_map(|n| get(n).map(|v| (*n, v)))?;
             said.push(format!(
                 "{name}={}",
-                binder_core::text::clip(&value, binder_core::text::QUOTE_MAX)
+                binder_core::text::printable(&value, binder_core::text::QUOTE_MAX)
             ));
             Some(entries(&value))
         };
@@ -248,7 +248,7 @@ impl Grant {
             .iter()
             .flatten()
             .filter(|e| mig::is_mig(e) && !kept.iter().any(|g| &g.export == *e))
-            .map(|e| binder_core::text::clip(e, binder_core::text::QUOTE_MAX))
+            .map(|e| binder_core::text::printable(e, binder_core::text::QUOTE_MAX))
             .collect()
     }
 
