@@ -253,20 +253,18 @@ fn nest(
             .filter(|&(j, _)| j != i)
             .map(|(_, l)| *l)
             .collect();
-        {
-            return inside
-                .into_iter()
-                .map(|(label, set)| {
-                    let children = nest(set, &rest, cores, look);
-                    Node {
-                        label: label.clone(),
-                        devices: claim(set, look.devices, &children, false),
-                        children,
-                        pu: None,
-                    }
-                })
-                .collect();
-        }
+        return inside
+            .into_iter()
+            .map(|(label, set)| {
+                let children = nest(set, &rest, cores, look);
+                Node {
+                    label: label.clone(),
+                    devices: claim(set, look.devices, &children, false),
+                    children,
+                    pu: None,
+                }
+            })
+            .collect();
     }
     cores
         .iter()
