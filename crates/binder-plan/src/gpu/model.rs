@@ -40,7 +40,7 @@ impl Gpu {
     /// Whether it is an NVIDIA MIG instance (an inherited `MIG-…` entry), which shares
     /// its parent GPU's bus id and locality.
     pub fn is_mig(&self) -> bool {
-        self.export.starts_with("MIG-")
+        super::mig::is_mig(&self.export)
     }
 
     /// What tells it apart from every other GPU of the node, in claims and merges: the bus
