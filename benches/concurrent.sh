@@ -5,6 +5,7 @@
 # so each batch is one job of 256 ranks in the node ledger, as a launcher's would be)
 # against 256 concurrent `taskset -c 0 true`, in interleaved rounds (benches/interleave.py,
 # which starts the new session itself, so no setsid is timed). Target: ratio <= 1.1.
+# binder is timed as an installed copy, as benches/launch.sh explains.
 # Usage: benches/concurrent.sh [N] [ROUNDS]   (builds binder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +14,11 @@ rounds=${2:-40}
 cargo build --release -q
 cache=$(mktemp -d -p /dev/shm)
 ledger=$(mktemp -d -p /dev/shm)
-trap 'rm -rf "$cache" "$ledger"' EXIT
+prefix=$(mktemp -d)
+trap 'rm -rf "$cache" "$ledger" "$prefix"' EXIT
 export BINDER_CACHE_DIR=$cache BINDER_LEDGER_DIR=$ledger
-bin=$PWD/target/release/binder
+install -m 755 target/release/binder target/release/binder-full "$prefix"
+bin=$prefix/binder
 $bin --local-rank 0 --local-size "$n" shapes/bind-none.yaml -- true
 out=$(mktemp)
 benches/interleave.py "$rounds" \
