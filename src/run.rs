@@ -166,9 +166,10 @@ pub fn run(
         binder_core::text::emit(err, &identity.describe());
         binder_core::text::emit(err, &envelope.describe());
     }
+    // A launch's planner asks `nvidia-smi` about MIG entries only when it plans (not on a
+    // node-cache hit); the dry-run below always plans.
     let grant = binder_plan::gpu::Grant::from_env(&|k| env.var(k))
-        .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid))
-        .place_mig(binder_core::vendor::nvidia_listing);
+        .by_uuid(shape.options.gpu_ids == Some(shape::GpuIds::Uuid));
     if let Action::Launch(command) = &config.action {
         // Every launch runs the one launch flow: the node ledger unless it is off, the
         // node cache, the plan inside the job's allocation, hwloc's binding, exec.
@@ -203,6 +204,7 @@ pub fn run(
         .within(envelope.cpus.as_deref())
         .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
+    let grant = grant.place_mig(binder_core::vendor::nvidia_listing);
     let request = PlanRequest::new(&shape, &topology, identity.size)
         .grant(&grant)
         .origin(&origin)

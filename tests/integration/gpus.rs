@@ -412,6 +412,50 @@ fn mig_instances_follow_their_parent_gpu() {
     );
 }
 
+/// The driver's listing costs an `nvidia-smi` run (tens of ms on a GPU node), so a launch
+/// asks for it only when it computes a plan: the first launch of a job with a `MIG-<uuid>`
+/// entry runs the stand-in `nvidia-smi` (it leaves a mark), the next one, served by the
+/// node cache, does not (issue 37). Run through `binder-full`, the front the plugins share
+/// (`binder` itself never gets that far on a hit).
+#[test]
+fn a_warm_launch_never_asks_nvidia_smi() {
+    let dir = crate::common::scratch().join("lazy-nvidia-smi");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mark = dir.join("ran");
+    let smi = dir.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\ntouch '{}'\necho 'GPU 0: NVIDIA H100 (UUID: GPU-0a)'\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+    let launch = || {
+        let mut full = Command::new(env!("CARGO_BIN_EXE_binder-full"));
+        crate::common::isolated(&mut full);
+        run(
+            full.env("PATH", &path)
+                .env("BINDER_CACHE_DIR", dir.join("cache"))
+                .env(
+                    "CUDA_VISIBLE_DEVICES",
+                    "MIG-aaaa0000-0000-5000-8000-000000000000",
+                )
+                .arg(root().join("shapes/cores-packed.yaml"))
+                .args(["--", "true"]),
+            SUCCESS,
+        )
+    };
+    launch();
+    assert!(mark.exists(), "a launch that plans asks the driver");
+    std::fs::remove_file(&mark).unwrap();
+    launch();
+    assert!(!mark.exists(), "a node-cache hit ran nvidia-smi");
+}
+
 /// `CUDA_VISIBLE_DEVICES=-1` (what Flux exports to a job run without `-g`) on a GPU node:
 /// the refusal says the job's allocation holds no GPU and how to ask Flux for one, not
 /// that the topology lacks I/O (issue 36).

@@ -280,9 +280,8 @@ impl Shell {
             "CUDA_VISIBLE_DEVICES" if !gpus.is_empty() && get(k).is_none() => Some(gpus.clone()),
             _ => get(k),
         };
-        let grant = Grant::from_env(&grant_env)
-            .by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid))
-            .place_mig(binder_core::vendor::nvidia_listing);
+        let grant =
+            Grant::from_env(&grant_env).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
         // R names cores by hwloc's logical index; the planner resolves them with the
         // topology only when it plans (a node cache hit loads no hwloc at all).
         let envelope = Envelope::given_cores(node.cores.clone(), "Flux's R for this node");

@@ -84,7 +84,15 @@ impl<'a, E> HostPlanner<'a, E> {
 
 impl<E: From<PlanError>> HostPlanner<'_, E> {
     /// The topology inside the job's allocation (SEMANTICS §4.1), with its GPUs.
+    /// A `MIG-<uuid>` entry's parent GPU is asked of `nvidia-smi -L` here, when a plan is
+    /// computed, so a node-cache hit never runs it (the cache key holds the entries).
     fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
+        if self.grant.wants_mig_listing() {
+            self.grant = self
+                .grant
+                .clone()
+                .place_mig(binder_core::vendor::nvidia_listing);
+        }
         let t = (self.load)(self.shape)?;
         let cores = job.envelope.cores.as_deref().map(|c| t.cores_pus(c));
         Ok(t.within(job.envelope.cpus.as_deref().or(cores.as_deref()))

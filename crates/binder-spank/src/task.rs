@@ -187,9 +187,7 @@ pub fn bind(
     if request.verbose {
         binder_core::text::emit(err, &envelope.describe());
     }
-    let grant = Grant::from_env(get)
-        .by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid))
-        .place_mig(binder_core::vendor::nvidia_listing);
+    let grant = Grant::from_env(get).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
     let env = SpankEnv { get, items };
     let job = Job {
         origin: &origin,
