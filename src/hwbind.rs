@@ -30,7 +30,7 @@ pub fn run(
 /// `HWLOC_XMLFILE` or `HWLOC_SYNTHETIC` hwloc describes another machine, and binding to
 /// its CPU numbers would bind this task somewhere else, or nowhere (SEMANTICS §8).
 pub fn this_system(topology: &Topology) -> Result<(), LaunchError> {
-    if topology.hw().is_this_system() {
+    if topology.is_this_system() {
         return Ok(());
     }
     let vars: Vec<String> = std::env::vars_os()

@@ -57,7 +57,7 @@ pub fn block_libxml() -> Vec<&'static str> {
 /// An XML of another machine stays refused.
 pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
     use binder_core::procfs::Procs;
-    if t.hw().is_this_system()
+    if t.is_this_system()
         || std::env::var_os("HWLOC_XMLFILE").is_none()
         || std::env::var_os("HWLOC_THISSYSTEM").is_some()
         || std::env::var_os("HWLOC_SYNTHETIC").is_some()
@@ -65,11 +65,9 @@ pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
         return false;
     }
     let named = t
-        .hw()
-        .root_object()
-        .info("HostName")
-        .is_some_and(|h| h.to_bytes() == binder_core::identity::hostname().as_bytes());
-    let pus = binder_plan::report::cpus_of(&t.hw().complete_cpuset());
+        .host_name()
+        .is_some_and(|h| h == binder_core::identity::hostname());
+    let pus = t.complete().to_vec();
     let online = binder_core::procfs::Real.online();
     if !named || online.as_deref() != Some(&pus[..]) {
         return false;

@@ -10,8 +10,8 @@ use binder_core::launch::ledgered::Job;
 use binder_core::launch::line::{job_text, Requests};
 use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
-use binder_plan::topology::{self, Source};
-use binder_plan::{fill_ge_topology, load_topology, plan, PlanRequest};
+use binder_plan::topology::Source;
+use binder_plan::{fill_ge_topology, plan, PlanRequest};
 use binder_plan::{ge, report};
 
 mod ledgered;
@@ -19,7 +19,7 @@ mod ledgered;
 /// `binder node`: this host's topology and the ledger, verified.
 fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
     // I/O discovery names each job's GPUs by binder's number.
-    let topology = topology::load(&Source::Host, true)?;
+    let topology = binder_host::load(&Source::Host, true)?;
     let procs = binder_core::procfs::Real;
     let (dir, scan) = match ledger::Ledger::open(&|k| env.var(k)) {
         Ok(l) => {
@@ -76,7 +76,7 @@ fn shape_text(config: &Config) -> Result<(String, String), Error> {
         // Shown escaped: a path may hold control bytes that must not reach a terminal.
         Some(path) => Ok((
             binder_core::text::printable(&path.display().to_string(), 200),
-            shape::read_text(path)?,
+            binder_host::shape_text(path)?,
         )),
         None => Ok(("--ge".to_owned(), String::new())),
     }
@@ -132,7 +132,7 @@ pub fn run(
         if matches!(config.source, Source::GeString(_)) {
             crate::hwenv::block_libxml();
         }
-        let topology = topology::load(&config.source, false)?;
+        let topology = binder_host::load(&config.source, false)?;
         let mut tree = topology.ge_tree();
         let mut entries = ge::reserve::site(&|k| env.var(k))?;
         entries.extend(reserve.iter().cloned());
@@ -186,7 +186,7 @@ pub fn run(
         ));
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
-    // through the environment (process-wide, so never done by `load_topology` itself).
+    // through the environment (process-wide, so never done by `binder_host::for_shape` itself).
     match config.source {
         Source::Host => {
             crate::hwenv::block_unused_plugins(shape.needs_io() || config.gpus_per_task.is_some());
@@ -196,9 +196,9 @@ pub fn run(
         }
         _ => {}
     }
-    let mut topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+    let mut topology = binder_host::for_shape(&shape, &config.source, config.gpus_per_task)?;
     if config.source == Source::Host && crate::hwenv::trust_own_xml(&topology) {
-        topology = load_topology(&shape, &config.source, config.gpus_per_task)?;
+        topology = binder_host::for_shape(&shape, &config.source, config.gpus_per_task)?;
     }
     let topology = topology
         .within(envelope.cpus.as_deref())

@@ -1,5 +1,5 @@
 //! The `binder-full` executable: parse arguments, run, map errors to exit codes. Users
-//! type `binder`, whose warm launch path (binder-core's `src/main.rs`) hands everything else here.
+//! type `binder`, whose warm launch path (`src/bin/binder.rs`, binder-core alone) hands everything else here.
 //!
 //! A cold launch pays this start too, so `main` is entered from the C runtime
 //! directly (`no_main`): std's own start would first read and `sscanf` /proc/self/maps (to

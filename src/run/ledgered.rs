@@ -23,9 +23,9 @@ use binder_plan::topology::{Source, Topology};
 /// describes another machine (but for the job shell's XML of this very host).
 pub(super) fn load_host(shape: &Shape, gpus_per_task: Option<usize>) -> Result<Topology, Error> {
     crate::hwenv::block_unused_plugins(shape.needs_io() || gpus_per_task.is_some());
-    let mut t = binder_plan::load_topology(shape, &Source::Host, gpus_per_task)?;
+    let mut t = binder_host::for_shape(shape, &Source::Host, gpus_per_task)?;
     if crate::hwenv::trust_own_xml(&t) {
-        t = binder_plan::load_topology(shape, &Source::Host, gpus_per_task)?;
+        t = binder_host::for_shape(shape, &Source::Host, gpus_per_task)?;
     }
     crate::hwbind::this_system(&t)?;
     Ok(t)

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use binder_plan::report::{self, CpusetFormat, Format};
-use binder_plan::shape::Shape;
 use binder_plan::topology::{Source, Topology};
 
 /// Synthetic topologies: SMT2 with NUMA and L3, no SMT, and SMT4 with odd core counts.
@@ -70,7 +69,7 @@ fn catalog() {
     insta::glob!("../../shapes", "*.yaml", |path| {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let origin = format!("shapes/{name}");
-        let shape = Shape::from_file(path).expect("catalog shapes parse");
+        let shape = binder_host::shape_file(path).expect("catalog shapes parse");
         let io = shape.needs_io();
         let sources: Vec<(String, Source)> = if shape.needs_nics() && !shape.needs_gpus() {
             NIC_XMLS
@@ -111,9 +110,9 @@ fn catalog() {
         };
         let mut text = String::new();
         for (flag, source) in sources {
-            let topology = cache.entry((flag.clone(), io)).or_insert_with(|| {
-                binder_plan::load_topology(&shape, &source, None).expect("loads")
-            });
+            let topology = cache
+                .entry((flag.clone(), io))
+                .or_insert_with(|| binder_host::for_shape(&shape, &source, None).expect("loads"));
             let sizes = if shape.needs_nics() && !shape.needs_gpus() {
                 vec![1, 2]
             } else if io {

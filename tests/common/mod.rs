@@ -52,20 +52,9 @@ pub(crate) fn topology(shared: &Path, name: &str) -> PathBuf {
     path
 }
 
-/// The `binder` executable: binder-core's, built beside `binder-full` by `cargo build`
-/// and `cargo test` of the workspace (binder-core's own tests need it, so cargo builds it
-/// before any test runs).
+/// The `binder` executable, built beside `binder-full` (both are this package's).
 pub(crate) fn binder_exe() -> &'static str {
-    static EXE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    EXE.get_or_init(|| {
-        let exe = Path::new(env!("CARGO_BIN_EXE_binder-full")).with_file_name("binder");
-        assert!(
-            exe.is_file(),
-            "{} is missing: run the workspace's tests (`cargo test --release` at the root), or `cargo build -p binder-core` first",
-            exe.display()
-        );
-        exe.display().to_string()
-    })
+    env!("CARGO_BIN_EXE_binder")
 }
 
 /// The `binder` executable under test, run from the repository root with a clean

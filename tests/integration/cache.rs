@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use binder_core::cache::{Cache, Key};
 use binder_core::view::TaskView;
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source};
+use binder_plan::topology::Source;
 
 use crate::common::{
     all_topologies, binder, prerequisite, root, run, shared, topology as xml_path,
@@ -37,7 +37,7 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
     ];
     let mut checked = 0;
     for name in all_topologies(&shared) {
-        let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), false).unwrap();
+        let topo = binder_host::load(&Source::Xml(xml_path(&shared, &name)), false).unwrap();
         for file in shapes {
             let text = std::fs::read_to_string(root().join("shapes").join(file)).unwrap();
             let shape = Shape::from_yaml(&text, file).unwrap();

@@ -2,7 +2,7 @@
 //! item and checked on the shared XMLs against hwloc-calc or hand reasoning.
 
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source};
+use binder_plan::topology::Source;
 
 use crate::common::{
     all_topologies, binder, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, root,
@@ -33,7 +33,7 @@ fn a_missing_bind_width_is_refused_never_dropped() {
     let (mut planned, mut refused) = (0, 0);
     for name in all_topologies(&shared) {
         let xml = xml_path(&shared, &name);
-        let topo = topology::load(&Source::Xml(xml.clone()), false).expect("loads");
+        let topo = binder_host::load(&Source::Xml(xml.clone()), false).expect("loads");
         let cores: Vec<Vec<usize>> = hwloc_objects(&xml, "core").into_values().collect();
         for (word, kind) in widths {
             let objects: Vec<Vec<usize>> = hwloc_objects(&xml, kind).into_values().collect();
@@ -64,7 +64,7 @@ fn a_missing_bind_width_is_refused_never_dropped() {
                             .collect();
                         want.sort_unstable();
                         want.dedup();
-                        let got: Vec<usize> = task.cpuset.iter_set().map(usize::from).collect();
+                        let got: Vec<usize> = task.cpuset.iter_set().collect();
                         assert_eq!(got, want, "{name} {word} rank {}", task.local_rank);
                     }
                 }
@@ -102,7 +102,7 @@ fn a_missing_bind_width_is_refused_never_dropped() {
 fn numa_width_on_the_offline_cpu_xeon_names_the_cores_and_package() {
     let Some(shared) = shared() else { return };
     let xml = xml_path(&shared, "xeon-2s-offline-cpu0-node0.xml");
-    let topo = topology::load(&Source::Xml(xml), false).expect("loads");
+    let topo = binder_host::load(&Source::Xml(xml), false).expect("loads");
     let shape = Shape::from_yaml(
         "options:\n  bind: numa\nresources:\n  - type: core\n    count: all\n",
         "numa-bind.yaml",

@@ -1,6 +1,6 @@
-//! binder is two executables: `binder` (binder-core's, linked without libhwloc; its own
-//! tests are in crates/binder-core/tests) binds warm launches itself and hands everything
-//! else to `binder-full` beside it.
+//! binder is two executables: `binder` (binder-core alone, linked without libhwloc; its
+//! own tests are in tests/front.rs) binds warm launches itself and hands everything else
+//! to `binder-full` beside it.
 
 use std::process::Command;
 

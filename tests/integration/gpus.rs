@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use binder::exit_code::{REFUSED, SUCCESS};
-use binder_plan::topology::{self, Source};
+use binder_plan::topology::Source;
 
 use crate::common::{binder, root, run, shared, topology as xml_path};
 
@@ -32,7 +32,7 @@ fn h100_vm() -> PathBuf {
 }
 
 fn gpus_of(xml: &Path) -> Vec<binder_plan::gpu::Gpu> {
-    let t = topology::load(&Source::Xml(xml.to_owned()), true).expect("loads");
+    let t = binder_host::load(&Source::Xml(xml.to_owned()), true).expect("loads");
     binder_plan::gpu::discover(&t)
 }
 
@@ -295,9 +295,8 @@ fn launch_child() {
     // having checked nothing, so it fails instead.
     let xml = std::env::var("BINDER_TEST_CHILD_XML")
         .expect("launch_child runs only as the child of exec_path_sets_visible_devices");
-    let shape =
-        binder_plan::shape::Shape::from_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
-    let topology = topology::load(&Source::Xml(xml.into()), true).unwrap();
+    let shape = binder_host::shape_file(Path::new("shapes/gpu-devices-only.yaml")).unwrap();
+    let topology = binder_host::load(&Source::Xml(xml.into()), true).unwrap();
     let plan = binder_plan::plan(
         &binder_plan::PlanRequest::new(&shape, &topology, 2).origin("gpu-devices-only.yaml"),
     )

@@ -9,11 +9,11 @@ use binder_core::ledger::{self, Claim, Scan};
 use binder_core::procfs::{Procs, Stat, Status};
 use binder_host::node;
 use binder_plan::shape::{Pack, Shape};
-use binder_plan::topology::{self, Source, Topology};
+use binder_plan::topology::{Source, Topology};
 
 /// `pack:2 core:4 pu:1`: package 0 = PUs 0-3, package 1 = PUs 4-7.
 fn two_packages() -> Topology {
-    topology::load(&Source::Synthetic("pack:2 core:4 pu:1".into()), false).unwrap()
+    binder_host::load(&Source::Synthetic("pack:2 core:4 pu:1".into()), false).unwrap()
 }
 
 fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>, String> {
@@ -174,7 +174,7 @@ fn node_report_on_a_synthetic_ledger() {
         return;
     };
     let xml = crate::common::topology(&shared, "epyc7451-naples-2s-48c-smt2-8numa.xml");
-    let topology = topology::load(&Source::Xml(xml), false).unwrap();
+    let topology = binder_host::load(&Source::Xml(xml), false).unwrap();
     let alice0 = claim("openmpi:100", 0, 2, Pack::Fill, 0..=3, 101);
     let alice1 = claim("openmpi:100", 1, 2, Pack::Fill, 12..=15, 102);
     let bob = claim("slurm:7.0", 0, 1, Pack::Exclusive, 24..=25, 201);
@@ -254,7 +254,7 @@ fn node_report_names_each_jobs_gpus() {
         return;
     };
     let xml = crate::common::topology(&shared, "dgx2-16v100-restricted.xml");
-    let topology = topology::load(&Source::Xml(xml), true).unwrap();
+    let topology = binder_host::load(&Source::Xml(xml), true).unwrap();
     let with_gpus = |job: &str, cpu: usize, gpus: &[&str], pid: u32| Claim {
         format: ledger::FORMAT,
         job: JobId(job.into()),

@@ -35,7 +35,7 @@ fn catalog_agrees_with_hwloc_calc() {
         // The oracle implements SEMANTICS §1–5: shapes with slots, devices or a binding
         // width are checked by `placement.rs` instead; per-rank rules below.
         .filter(|s| {
-            let shape = binder_plan::shape::Shape::from_file(&root().join(s)).unwrap();
+            let shape = binder_host::shape_file(&root().join(s)).unwrap();
             !shape.has_slots()
                 && !shape.needs_io()
                 && binder_plan::unit::choose(&shape).width.is_none()
@@ -76,14 +76,14 @@ fn catalog_agrees_with_hwloc_calc() {
 #[test]
 fn master_worker_is_cores_packed_for_the_other_ranks() {
     let Some(shared) = shared() else { return };
-    let load = |f: &str| binder_plan::shape::Shape::from_file(&root().join(f)).unwrap();
+    let load = |f: &str| binder_host::shape_file(&root().join(f)).unwrap();
     let (master, packed) = (
         load("shapes/master-worker.yaml"),
         load("shapes/cores-packed.yaml"),
     );
     for name in TOPOLOGIES {
         let source = binder_plan::topology::Source::Xml(crate::common::topology(&shared, name));
-        let topology = binder_plan::topology::load(&source, false).unwrap();
+        let topology = binder_host::load(&source, false).unwrap();
         for n in [2, 3, 8] {
             let (m, p) = match (
                 binder_plan::plan(

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use binder_plan::distribute::Plan;
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source, Topology};
+use binder_plan::topology::{Source, Topology};
 
 use crate::common::{
     all_topologies, hwloc_calc_lines, hwloc_objects, parse_hwloc_mask, require_tool, root, shared,
@@ -31,11 +31,7 @@ const SLOT_SHAPES: [(&str, &str, bool, bool); 6] = [
 ];
 
 fn cpus(plan: &Plan, rank: usize) -> Vec<usize> {
-    plan.tasks[rank]
-        .cpuset
-        .iter_set()
-        .map(usize::from)
-        .collect()
+    plan.tasks[rank].cpuset.iter_set().collect()
 }
 
 fn mask(cpus: &[usize]) -> String {
@@ -51,9 +47,9 @@ fn slot_shapes_never_straddle_and_follow_their_parents() {
     let (mut cases, mut refused, mut straddles, mut overlaps) = (0, 0, 0, 0);
     for name in all_topologies(&shared) {
         let xml = xml_path(&shared, &name);
-        let topo = topology::load(&Source::Xml(xml.clone()), false).expect("loads");
+        let topo = binder_host::load(&Source::Xml(xml.clone()), false).expect("loads");
         for (file, kind, whole, scatter) in SLOT_SHAPES {
-            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            let shape = binder_host::shape_file(&root().join("shapes").join(file)).unwrap();
             // All slots first: that run names every slot's parent.
             let slots = match binder_plan::plan(
                 &binder_plan::PlanRequest::new(&shape, &topo, 1).origin(file),
@@ -181,7 +177,7 @@ fn gpu_topologies(shared: &Path) -> Vec<(String, Topology)> {
     all_topologies(shared)
         .into_iter()
         .filter_map(|name| {
-            let t = topology::load(&Source::Xml(xml_path(shared, &name)), true).ok()?;
+            let t = binder_host::load(&Source::Xml(xml_path(shared, &name)), true).ok()?;
             (!binder_plan::gpu::discover(&t).is_empty()).then_some((name, t))
         })
         .collect()
@@ -210,7 +206,7 @@ fn gpu_shapes_never_give_two_tasks_one_pu() {
     ];
     for (name, topo) in gpu_topologies(&shared) {
         for file in shapes {
-            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            let shape = binder_host::shape_file(&root().join("shapes").join(file)).unwrap();
             for n in 1..=8 {
                 for g in 0..=3 {
                     let per_task = (g > 0).then_some(g);
@@ -231,7 +227,7 @@ fn gpu_shapes_never_give_two_tasks_one_pu() {
                         }
                     };
                     planned += 1;
-                    let mut seen = hwlocality::cpu::cpuset::CpuSet::new();
+                    let mut seen = binder_plan::cpuset::CpuSet::new();
                     for task in &plan.tasks {
                         if task.cpuset.intersects(&seen) {
                             overlaps += 1;
@@ -256,8 +252,8 @@ fn gpu_shapes_never_give_two_tasks_one_pu() {
 fn gpu_local_with_overlapping_localities_on_aws_g4dn_stays_disjoint() {
     let Some(shared) = shared() else { return };
     let xml = xml_path(&shared, "aws-g4dn-metal-2s-48c-smt2-8t4.xml");
-    let topo = topology::load(&Source::Xml(xml.clone()), true).unwrap();
-    let shape = Shape::from_file(&root().join("shapes/gpu-local.yaml")).unwrap();
+    let topo = binder_host::load(&Source::Xml(xml.clone()), true).unwrap();
+    let shape = binder_host::shape_file(&root().join("shapes/gpu-local.yaml")).unwrap();
     let plan = binder_plan::plan(
         &binder_plan::PlanRequest::new(&shape, &topo, 2)
             .origin("gpu-local.yaml")
@@ -288,7 +284,7 @@ fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
     let (mut planned, mut handed, mut remote_while_local_free) = (0, 0, 0);
     for (name, topo) in gpu_topologies(&shared) {
         for file in shapes {
-            let shape = Shape::from_file(&root().join("shapes").join(file)).unwrap();
+            let shape = binder_host::shape_file(&root().join("shapes").join(file)).unwrap();
             for n in 1..=8 {
                 for g in 1..=3 {
                     let Ok(plan) = binder_plan::plan(
@@ -299,7 +295,7 @@ fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
                         continue;
                     };
                     planned += 1;
-                    let local = |gpu: usize, cpus: &hwlocality::cpu::cpuset::CpuSet| {
+                    let local = |gpu: usize, cpus: &binder_plan::cpuset::CpuSet| {
                         plan.gpus[gpu].locality.intersects(cpus)
                     };
                     let mut taken = std::collections::BTreeSet::new();
@@ -334,10 +330,10 @@ fn gpus_follow_cpus_whenever_a_local_gpu_is_free() {
 #[test]
 fn nic_near_shape_names_the_nearest_nic() {
     let Some(shared) = shared() else { return };
-    let shape = Shape::from_file(&root().join("shapes/nic-near.yaml")).unwrap();
+    let shape = binder_host::shape_file(&root().join("shapes/nic-near.yaml")).unwrap();
     let mut with_nics = 0;
     for name in all_topologies(&shared) {
-        let topo = topology::load(&Source::Xml(xml_path(&shared, &name)), true).unwrap();
+        let topo = binder_host::load(&Source::Xml(xml_path(&shared, &name)), true).unwrap();
         let nics = binder_plan::nic::discover(&topo);
         let plan = match binder_plan::plan(
             &binder_plan::PlanRequest::new(&shape, &topo, 1).origin("nic-near.yaml"),
@@ -375,7 +371,8 @@ fn nic_near_shape_names_the_nearest_nic() {
 /// each (cores 1-3, 4-6), the remainder core 7 unused; rank 0 is unbound.
 #[test]
 fn per_rank_rules_plan_around_each_other() {
-    let topology = topology::load(&Source::Synthetic("pack:2 core:4 pu:2".into()), false).unwrap();
+    let topology =
+        binder_host::load(&Source::Synthetic("pack:2 core:4 pu:2".into()), false).unwrap();
     let shape = Shape::from_yaml(
         "resources: [{type: core, count: all}]\nranks:\n  0: {bind: none}\n  1: {bind: pu, resources: [{type: package, with: [{type: core}]}]}\n",
         "t.yaml",

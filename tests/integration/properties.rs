@@ -13,7 +13,7 @@
 use std::process::Command;
 
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source};
+use binder_plan::topology::Source;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -247,7 +247,7 @@ fn plans_match_the_model_and_refusals_are_the_predicted_ones() {
         .run(&model(), |m| {
             let yaml = m.yaml();
             let shape = Shape::from_yaml(&yaml, "p.yaml").expect("generated shapes are valid");
-            let topology = topology::load(&Source::Synthetic(m.node.desc()), false).unwrap();
+            let topology = binder_host::load(&Source::Synthetic(m.node.desc()), false).unwrap();
             let got = binder_plan::plan(
                 &binder_plan::PlanRequest::new(&shape, &topology, m.tasks).origin("p.yaml"),
             );
@@ -258,7 +258,7 @@ fn plans_match_the_model_and_refusals_are_the_predicted_ones() {
                     let got: Vec<Vec<usize>> = plan
                         .tasks
                         .iter()
-                        .map(|t| t.cpuset.iter_set().map(usize::from).collect())
+                        .map(|t| t.cpuset.iter_set().collect())
                         .collect();
                     prop_assert_eq!(got, want, "{} on {} n={}", yaml, m.node.desc(), m.tasks);
                 }

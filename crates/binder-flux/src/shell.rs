@@ -27,7 +27,7 @@ use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
-use binder_plan::shape::{self, GpuIds, Shape};
+use binder_plan::shape::{GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
 use binder_plan::PlanError;
 
@@ -264,7 +264,7 @@ impl Shell {
     ) -> Result<Shell, Refusal> {
         let path = shape_path(&request.shape, cwd, &site.catalog);
         let origin = binder_core::text::printable(&path.display().to_string(), 200);
-        let text = shape::read_text(&path)?;
+        let text = binder_host::shape_text(&path)?;
         let site_file = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
         let mut shape = Shape::from_yaml(&text, &origin)?;
         binder_plan::ge::reserve::add_site(&mut shape, site_file.as_ref())
@@ -399,8 +399,8 @@ impl Shell {
 
 /// This host's topology, refused when hwloc describes another machine.
 fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
-    let t = binder_plan::load_topology(shape, &Source::Host, None)?;
-    if !t.hw().is_this_system() {
+    let t = binder_host::for_shape(shape, &Source::Host, None)?;
+    if !t.is_this_system() {
         return Err(LaunchError::NotThisSystem {
             vars: "HWLOC_XMLFILE or HWLOC_SYNTHETIC in the job shell's environment".into(),
         }

@@ -338,7 +338,7 @@ fn occupied(
         .iter()
         .flat_map(|t| report::cpus_of(&t.cpuset))
         .collect();
-    let allowed = topology.hw().allowed_cpuset();
+    let allowed = topology.allowed();
     let jobs = scan.jobs();
     let mut in_way: Vec<(bool, &LiveJob<'_>, Vec<usize>)> = jobs
         .iter()

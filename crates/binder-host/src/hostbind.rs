@@ -10,7 +10,6 @@
 //! grow past 1024 CPUs (a `cpu_set_t` does not).
 
 use hwlocality::cpu::binding::CpuBindingFlags;
-use hwlocality::cpu::cpuset::CpuSet;
 use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
 use hwlocality::memory::nodeset::NodeSet;
 
@@ -20,8 +19,18 @@ use binder_core::cpulist::cpu_list;
 use binder_core::identity::Identity;
 use binder_core::launch::{finish, prepare_cached, LaunchError, Options};
 use binder_core::view::{MemPolicy, TaskView};
+use binder_plan::cpuset::CpuSet;
 use binder_plan::report::cpus_of;
 use binder_plan::topology::Topology;
+
+/// hwloc's cpuset for binder's: hwloc's calls take their own type.
+fn to_hw(set: &CpuSet) -> hwlocality::cpu::cpuset::CpuSet {
+    let mut out = hwlocality::cpu::cpuset::CpuSet::new();
+    for cpu in set.iter_set() {
+        out.set(cpu);
+    }
+    out
+}
 
 /// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
 pub fn current(topology: &Topology) -> Option<CpuSet> {
@@ -29,6 +38,7 @@ pub fn current(topology: &Topology) -> Option<CpuSet> {
         .hw()
         .cpu_binding(CpuBindingFlags::ASSUME_SINGLE_THREAD)
         .ok()
+        .map(|set| set.iter_set().map(usize::from).collect())
 }
 
 /// Binds this process to `set` and checks that the kernel applied exactly that.
@@ -36,7 +46,7 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
     let flags = CpuBindingFlags::ASSUME_SINGLE_THREAD | CpuBindingFlags::STRICT;
     topology
         .hw()
-        .bind_cpu(set, flags)
+        .bind_cpu(&to_hw(set), flags)
         .map_err(|e| LaunchError::Bind {
             cpus: cpu_list(&cpus_of(set)),
             reason: e.to_string(),
@@ -102,19 +112,13 @@ pub fn prepare(
     // Read before binding: only `--verbose` and `membind` with `bind: none` need it.
     let inherited = (options.verbose || (options.membind.is_some() && unbound))
         .then(|| match options.started_on {
-            Some(cpus) => {
-                let mut set = CpuSet::new();
-                for &c in cpus {
-                    set.set(c);
-                }
-                Some(set)
-            }
+            Some(cpus) => Some(cpus.iter().copied().collect()),
             None => current(topology),
         })
         .flatten();
     if options.verbose {
-        let allowed = topology.hw().allowed_cpuset();
-        if let Some(inherited) = inherited.as_ref().filter(|i| **i != *allowed) {
+        let allowed = topology.allowed();
+        if let Some(inherited) = inherited.as_ref().filter(|i| **i != allowed) {
             let what = match identity.launcher.and_then(|l| l.unbind_hint()) {
                 _ if unbound => "`bind: none` keeps that binding".to_owned(),
                 Some(hint) => format!("binder plans over the job's allocation and rebinds; turn the launcher's binding off with `{hint}`"),
@@ -132,17 +136,14 @@ pub fn prepare(
             );
         }
     }
-    let mut cpuset = CpuSet::new();
-    for &c in &view.cpus {
-        cpuset.set(c);
-    }
+    let cpuset: CpuSet = view.cpus.iter().copied().collect();
     if !unbound && view.apply && options.started_on.is_none() {
         bind_cpus(topology, &cpuset)?;
     }
     if let Some(policy) = options.membind {
         let fallback;
         let cpus = if unbound {
-            fallback = inherited.unwrap_or_else(|| topology.hw().allowed_cpuset().clone_target());
+            fallback = inherited.unwrap_or_else(|| topology.allowed());
             &fallback
         } else {
             &cpuset

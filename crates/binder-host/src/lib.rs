@@ -1,9 +1,14 @@
 //! binder-host: what touches this machine, on top of the pure planning library
 //! (`binder-plan`: values in, a `Plan` out). The host planner that plans around the node
 //! ledger's other jobs and says why under `--verbose` ([`around`]), the node view behind
-//! `binder node` ([`node`]), and binding this process through hwloc ([`hostbind`]).
+//! `binder node` ([`node`]), binding this process through hwloc ([`hostbind`]), and
+//! reading a topology from this host or an XML file ([`load()`]) and a shape file
+//! ([`shape_text`]).
 //! `binder-full` and both plugins use it; the `binder` executable (binder-core) does not.
 
 pub mod around;
 pub mod hostbind;
+mod load;
 pub mod node;
+
+pub use load::{for_shape, load, shape_file, shape_text, MAX_XML_BYTES};

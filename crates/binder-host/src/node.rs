@@ -149,12 +149,7 @@ pub fn build(
     host: &str,
     user: &dyn Fn(u32) -> String,
 ) -> Node {
-    let allowed: BTreeSet<usize> = topology
-        .hw()
-        .allowed_cpuset()
-        .iter_set()
-        .map(usize::from)
-        .collect();
+    let allowed: BTreeSet<usize> = topology.allowed().iter_set().collect();
     let mut bound = BTreeSet::new();
     let mut held = BTreeSet::new();
     let levels: Vec<(&'static str, Vec<Vec<usize>>)> = [

@@ -14,6 +14,7 @@
 //! `binder-core`'s; the command line and the driver are the `binder` crate's.
 #![warn(missing_docs)]
 
+pub mod cpuset;
 pub mod distribute;
 pub mod error;
 pub mod explain;
@@ -30,6 +31,4 @@ pub mod unit;
 pub mod view;
 
 pub use error::PlanError;
-pub use planner::{
-    fill_ge_topology, load_topology, plan, plan_around, plan_traced, preview, PlanRequest,
-};
+pub use planner::{fill_ge_topology, plan, plan_around, plan_traced, preview, PlanRequest};

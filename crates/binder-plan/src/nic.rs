@@ -8,7 +8,7 @@
 //! (`mlx5_0`, `hfi1_0`); a device without OS devices (an unbound virtual function) is
 //! named by its PCI bus id. Order: PCI bus id.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;

@@ -143,12 +143,7 @@ pub(crate) fn around(
         return plan(&skip);
     }
     let full = plan(&outside(&order))?;
-    let size = |p: &Plan| {
-        p.tasks
-            .iter()
-            .map(|t| t.cpuset.weight().unwrap_or(0))
-            .sum::<usize>()
-    };
+    let size = |p: &Plan| p.tasks.iter().map(|t| t.cpuset.weight()).sum::<usize>();
     let want = size(&full);
     for k in 1..order.len() {
         if let Ok(p) = plan(&outside(&order[..k])) {

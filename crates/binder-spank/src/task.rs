@@ -18,7 +18,7 @@ use binder_core::launch::{LaunchError, Options};
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
-use binder_plan::shape::{self, GpuIds, Shape};
+use binder_plan::shape::{GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
 use binder_plan::PlanError;
 
@@ -147,8 +147,8 @@ pub fn slurm_binds_too(typed: Option<&str>) -> Option<Refusal> {
 
 /// This host's topology for planning, refused when hwloc describes another machine.
 fn load_host(shape: &Shape, gpus: Option<usize>) -> Result<Topology, Refusal> {
-    let t = binder_plan::load_topology(shape, &Source::Host, gpus)?;
-    if !t.hw().is_this_system() {
+    let t = binder_host::for_shape(shape, &Source::Host, gpus)?;
+    if !t.is_this_system() {
         return Err(LaunchError::NotThisSystem {
             vars: "HWLOC_XMLFILE or HWLOC_SYNTHETIC in slurmstepd's environment".into(),
         }
@@ -173,7 +173,7 @@ pub fn bind(
     }
     let identity = items.identity();
     let origin = binder_core::text::printable(&path.display().to_string(), 200);
-    let text = shape::read_text(path)?;
+    let text = binder_host::shape_text(path)?;
     let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
     let mut shape = Shape::from_yaml(&text, &origin)?;
     binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;

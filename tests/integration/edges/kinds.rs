@@ -50,7 +50,7 @@ fn kind_balanced_gives_every_task_as_many_cores_of_each_kind() {
             continue;
         }
         nodes += 1;
-        let topo = topology::load(&Source::Xml(xml.clone()), false).expect("loads");
+        let topo = binder_host::load(&Source::Xml(xml.clone()), false).expect("loads");
         let cores: Vec<Vec<usize>> = hwloc_objects(&xml, "core").into_values().collect();
         let is_fast = |pus: &[usize]| pus.iter().all(|p| fast.contains(p));
         let p = cores.iter().filter(|c| is_fast(c)).count();

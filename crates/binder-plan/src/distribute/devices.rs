@@ -4,7 +4,7 @@
 //! Everything but [`remote_numa`] works on plain cpusets, so it is unit-tested on
 //! hand-built inputs.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
 
@@ -13,7 +13,7 @@ use crate::topology::Topology;
 
 /// How many PUs two cpusets share.
 fn overlap(a: &CpuSet, b: &CpuSet) -> usize {
-    (a & b).weight().unwrap_or(0)
+    (a & b).weight()
 }
 
 /// GPUs for tasks whose CPUs come from the shape: in rank order, each task takes the
@@ -93,7 +93,7 @@ pub(crate) fn nearest(cpus: &CpuSet, candidates: &[(usize, &CpuSet)]) -> Vec<usi
 /// CPU-less NUMA nodes (GPU memory) cannot skew the wrap.
 pub(crate) fn remote_numa<'t>(topology: &'t Topology, near: &CpuSet) -> Option<&'t TopologyObject> {
     let numas = topology.objects(ObjType::Numa);
-    let is_near = |n: &TopologyObject| n.cpuset().is_some_and(|s| s.intersects(near));
+    let is_near = |n: &TopologyObject| crate::topology::touches(n, near);
     let first_own = numas.iter().position(|n| is_near(n)).unwrap_or(0);
     let own: Vec<&TopologyObject> = numas.iter().copied().filter(|n| is_near(n)).collect();
     let distances = topology

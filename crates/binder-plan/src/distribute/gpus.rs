@@ -2,7 +2,7 @@
 //! task's GPUs, and the CPUs near them (or, for `gpu-remote`, the nearest NUMA node
 //! without them).
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use super::{devices, DistributeError, Request};
 use crate::gpu::Gpu;
@@ -107,7 +107,7 @@ pub(super) fn remote_cpus(
     let first = mine.first().map_or(0, |&g| gpus[g].number);
     match devices::remote_numa(topology, &near.unwrap_or_default()) {
         Some(numa) => Ok((
-            numa.cpuset().map(|s| s.clone_target()),
+            Some(crate::topology::cpus(numa)),
             format!(" of {} (remote from gpu:{first})", topology.label(numa)),
         )),
         None => Err(DistributeError::NoRemoteNuma {

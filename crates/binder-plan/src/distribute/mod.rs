@@ -18,7 +18,7 @@ mod pool;
 pub(crate) mod slots;
 mod width;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use crate::gpu::Gpu;
 use crate::nic::Nic;
@@ -131,9 +131,10 @@ pub(crate) fn distribute(
         .iter()
         .map(|&l| {
             let mut sets: Vec<CpuSet> = Vec::new();
-            for set in topology.objects(l).iter().filter_map(|o| o.cpuset()) {
-                if !sets.contains(&*set) {
-                    sets.push(set.clone_target());
+            for o in topology.objects(l) {
+                let set = crate::topology::cpus(o);
+                if !set.is_empty() && !sets.contains(&set) {
+                    sets.push(set);
                 }
             }
             sets
@@ -208,10 +209,7 @@ fn deal_pool(
             None => groups.push((within, scope, vec![r])),
         }
     }
-    let unit_sets: Vec<CpuSet> = pool
-        .iter()
-        .map(|u| u.cpuset().map(|s| s.clone_target()).unwrap_or_default())
-        .collect();
+    let unit_sets: Vec<CpuSet> = pool.iter().map(|u| crate::topology::cpus(u)).collect();
     let parts: Vec<Vec<usize>> = match request.locality {
         Locality::Any => vec![(0..pool.len()).collect()],
         // gpu-local: disjoint parts, narrow localities first (SEMANTICS §11).
@@ -252,7 +250,7 @@ fn deal_pool(
             .collect();
         if dealt.is_empty() {
             let units_inside = within.as_ref().map_or(pool.len(), |w| {
-                unit_sets.iter().filter(|s| w.includes(*s)).count()
+                unit_sets.iter().filter(|s| w.includes(s)).count()
             });
             if request.locality == Locality::GpuLocal && units_inside >= ranks.len() {
                 return Err(DistributeError::OverlappingLocality {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
 use crate::gpu::Gpu;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
 
@@ -22,7 +22,7 @@ pub(super) fn pool<'t>(
     let mut pool: Vec<&TopologyObject> = topology
         .objects(unit)
         .into_iter()
-        .filter(|u| u.cpuset().is_some_and(|s| s.intersects(selected)))
+        .filter(|u| crate::topology::touches(u, selected))
         .collect();
     if reverse {
         pool.reverse();
@@ -61,7 +61,7 @@ pub(super) fn units_in<'t>(
 ) -> Vec<&'t TopologyObject> {
     let mut units: Vec<&TopologyObject> = set
         .iter_set()
-        .filter_map(|pu| owners.get(&usize::from(pu)).copied())
+        .filter_map(|pu| owners.get(&pu).copied())
         .collect();
     units.sort_by_key(|u| u.logical_index());
     units.dedup_by_key(|u| u.logical_index());
@@ -86,7 +86,7 @@ pub(crate) fn deal(units: usize, tasks: usize, pattern: Pattern) -> Vec<Vec<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{load, Source};
+    use crate::topology::Topology;
 
     #[test]
     fn packed_and_scatter_shares() {
@@ -109,8 +109,8 @@ mod tests {
     #[test]
     fn interleave_puts_first_threads_first() {
         // 2 cores × 2 PUs: PU logical order 0,1 | 2,3 → first threads 0,2 then 1,3.
-        let t = load(&Source::Synthetic("core:2 pu:2".into()), false).unwrap();
-        let all = t.hw().cpuset().clone_target();
+        let t = Topology::from_synthetic("core:2 pu:2", false).unwrap();
+        let all = t.complete();
         let order = |reverse| -> Vec<usize> {
             pool(&t, &all, ObjType::Pu, Pattern::Interleave, reverse)
                 .iter()
@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn units_of_a_cpuset() {
-        let t = load(&Source::Synthetic("core:4 pu:2".into()), false).unwrap();
+        let t = Topology::from_synthetic("core:4 pu:2", false).unwrap();
         let owners = t.pu_owners(ObjType::Core);
         let mut set = CpuSet::new();
         set.set(1);

@@ -1,7 +1,7 @@
 //! Binding widths (`bind: package|numa|l3|…`, SEMANTICS §11): each task's cpuset widened
 //! to the whole objects its units touch, or refused naming a width that covers them.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use super::{DistributeError, Plan, UnitObj};
 use crate::shape::ObjType;
@@ -76,7 +76,8 @@ pub(super) fn width_sets(topology: &Topology, width: ObjType) -> Vec<CpuSet> {
     topology
         .objects(width)
         .iter()
-        .filter_map(|o| o.cpuset().map(|s| s.clone_target()))
+        .map(|o| crate::topology::cpus(o))
+        .filter(|s| !s.is_empty())
         .collect()
 }
 

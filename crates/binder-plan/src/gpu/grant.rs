@@ -327,8 +327,8 @@ fn index_of(entry: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpuset::CpuSet;
     use crate::gpu::Vendor;
-    use hwlocality::cpu::cpuset::CpuSet;
 
     fn gpu(number: usize, vendor: Vendor, vendor_index: usize) -> Gpu {
         Gpu {

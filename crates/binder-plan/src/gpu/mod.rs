@@ -15,7 +15,7 @@
 //! `openclXdN`) OS device and which is not PCI order on every node (Corona: bus 03 is
 //! rsmi2), so AMD GPUs take that index where the topology has it.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
@@ -198,10 +198,7 @@ impl PciPlace {
             busid: format!("{:04x}:{:02x}:{:02x}.{:x}", key.0, key.1, key.2, key.3),
             model: info(pci, "PCIDevice")
                 .unwrap_or_else(|| format!("{:04x}:{:04x}", attr.vendor_id(), attr.device_id())),
-            locality: ancestor
-                .and_then(TopologyObject::cpuset)
-                .map(|s| s.clone_target())
-                .unwrap_or_default(),
+            locality: ancestor.map(crate::topology::cpus).unwrap_or_default(),
             attached_to: ancestor.map_or_else(|| "machine:0".into(), |a| topology.label(a)),
         }
     }
@@ -278,11 +275,11 @@ pub(crate) fn info(obj: &TopologyObject, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{load, Source};
+    use crate::topology::Topology;
 
     #[test]
     fn synthetic_topologies_have_no_gpus() {
-        let t = load(&Source::Synthetic("pack:2 core:2 pu:2".into()), true).expect("loads");
+        let t = Topology::from_synthetic("pack:2 core:2 pu:2", true).expect("loads");
         assert!(discover(&t).is_empty());
     }
 }

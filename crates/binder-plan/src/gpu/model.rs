@@ -1,7 +1,7 @@
 //! A GPU as planning sees it, apart from how it is discovered (which needs the topology,
 //! `super::discover`), so that the topology can hold a job's [`super::Grant`].
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use super::Vendor;
 

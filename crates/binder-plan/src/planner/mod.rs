@@ -17,17 +17,16 @@ use crate::{select, shape, topology};
 use crate::distribute::Plan;
 use crate::gpu::Grant;
 use shape::Shape;
-use topology::{Source, Topology};
+use topology::Topology;
 
 /// What to plan: `shape` for `local_size` tasks on `topology`, and what else the plan
 /// depends on (each with a default, set with the methods below).
 ///
 /// ```
 /// # fn main() -> Result<(), binder_plan::PlanError> {
-/// use binder_plan::{shape::Shape, topology::Source, PlanRequest};
+/// use binder_plan::{shape::Shape, topology::Topology, PlanRequest};
 /// let shape = Shape::from_yaml("resources: [{type: core, count: all}]", "cores.yaml")?;
-/// let node = Source::Synthetic("pack:2 core:4 pu:2".into());
-/// let topology = binder_plan::load_topology(&shape, &node, None)?;
+/// let topology = Topology::from_synthetic("pack:2 core:4 pu:2", shape.needs_io())?;
 /// let plan = binder_plan::plan(&PlanRequest::new(&shape, &topology, 4).origin("cores.yaml"))?;
 /// // Eight cores, four tasks: two whole cores (four PUs) each, in order.
 /// assert_eq!(binder_plan::topology::cpus_of(&plan.tasks[1].cpuset), [4, 5, 6, 7]);
@@ -98,17 +97,6 @@ impl<'a> PlanRequest<'a> {
     pub fn held(self, held: &'a [usize]) -> Self {
         PlanRequest { held, ..self }
     }
-}
-
-/// Loads the topology `shape` needs from `source`: with I/O discovery only when GPUs are
-/// involved, because on a host that costs more than the rest of binder together.
-pub fn load_topology(
-    shape: &Shape,
-    source: &Source,
-    gpus_per_task: Option<usize>,
-) -> Result<Topology, PlanError> {
-    let io = shape.needs_io() || gpus_per_task.is_some();
-    Ok(topology::load(source, io)?)
 }
 
 /// Plans `request`: every local task's CPUs, GPUs and NICs.

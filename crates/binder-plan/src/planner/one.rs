@@ -2,7 +2,7 @@
 //! around what is held; a Grid Engine request walks the node's tree, a YAML shape selects
 //! and distributes.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use super::PlanRequest;
 use crate::distribute::{self, Locality, Plan, Request};

@@ -41,7 +41,7 @@ pub fn preview(
             let mems = policy.map(|policy| {
                 let allowed;
                 let cpus = if task.units.is_empty() {
-                    allowed = topology.hw().allowed_cpuset().clone_target();
+                    allowed = topology.allowed();
                     &allowed
                 } else {
                     &task.cpuset

@@ -2,7 +2,7 @@
 //! lowest rank first, around what earlier rules took; then the other ranks with the shape
 //! around all of it; and the plans merged into one, each task from the plan that placed it.
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use super::one;
 use super::PlanRequest;
@@ -69,7 +69,7 @@ pub(super) fn plan(
         };
         parts.push((group.ranks, Some(group.label), plan));
     }
-    let allowed = report::cpus_of(&topology.hw().allowed_cpuset());
+    let allowed = topology.allowed().to_vec();
     if !rest.is_empty() && allowed.iter().all(|p| taken.contains(p)) {
         let rules: Vec<String> = parts.iter().filter_map(|p| p.1.clone()).collect();
         return Err(distribute::DistributeError::RulesTakeAll {

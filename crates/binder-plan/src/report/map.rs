@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 
 use crate::distribute::Plan;
 use crate::shape::ObjType;
@@ -105,7 +105,7 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
     let mut owner: HashMap<usize, Pu> = HashMap::new();
     for (rank, task) in plan.tasks.iter().enumerate() {
         for pu in task.cpuset.iter_set() {
-            owner.entry(usize::from(pu)).or_insert(Pu::Rank(rank));
+            owner.entry(pu).or_insert(Pu::Rank(rank));
         }
     }
     for &p in &blocked.reserved {
@@ -127,7 +127,7 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
                         .filter(|_| kind == ObjType::Numa)
                         .map_or_else(String::new, |p| format!(" (P#{p})"));
                     let label = format!("{} L#{}{os}", kind.hwloc_name(), o.logical_index());
-                    Some((label, o.cpuset()?.clone_target()))
+                    Some((label, o.cpuset().map(|s| crate::topology::from_hw(&s))?))
                 })
                 .collect()
         })
@@ -138,11 +138,11 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
         .filter_map(|o| {
             Some((
                 format!("core L#{}", o.logical_index()),
-                o.cpuset()?.clone_target(),
+                o.cpuset().map(|s| crate::topology::from_hw(&s))?,
             ))
         })
         .collect();
-    let allowed = topology.hw().allowed_cpuset().clone_target();
+    let allowed = topology.allowed();
     let machine = allowed.clone();
     let within = Within {
         allowed: &allowed,
@@ -152,7 +152,7 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
     let levels: Vec<&Vec<(String, CpuSet)>> = levels.iter().collect();
     let children = nest(&machine, &levels, &cores, &within);
     Node {
-        label: format!("machine ({} PUs)", allowed.weight().unwrap_or(0)),
+        label: format!("machine ({} PUs)", allowed.weight()),
         // What lies in no drawn box (a GPU whose locality is the whole machine).
         devices: claim(&machine, &devices, &children, true),
         children,
@@ -273,7 +273,6 @@ fn nest(
             label: label.clone(),
             children: set
                 .iter_set()
-                .map(usize::from)
                 .filter(|p| look.allowed.is_set(*p))
                 .map(|p| Node {
                     label: format!("pu P#{p}"),

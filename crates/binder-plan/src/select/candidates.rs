@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
 use super::{Devices, Selector};
@@ -33,7 +33,7 @@ pub(super) enum Candidate<'t, 'd> {
 impl Candidate<'_, '_> {
     pub(super) fn cpuset(&self) -> CpuSet {
         match self {
-            Candidate::Cpu(obj, _) => obj.cpuset().map(|s| s.clone_target()).unwrap_or_default(),
+            Candidate::Cpu(obj, _) => crate::topology::cpus(obj),
             Candidate::Gpu(gpu) => gpu.locality.clone(),
             Candidate::Nic(nic) => nic.locality.clone(),
         }
@@ -51,7 +51,7 @@ impl Candidate<'_, '_> {
         match self {
             // Taken objects are usually taken whole: their first PU answers in O(1).
             Candidate::Cpu(obj, first) => {
-                taken.cpus.is_set(*first) || obj.cpuset().is_some_and(|s| s.intersects(&taken.cpus))
+                taken.cpus.is_set(*first) || crate::topology::touches(obj, &taken.cpus)
             }
             Candidate::Gpu(gpu) => taken.gpus.contains(&gpu.index),
             Candidate::Nic(nic) => taken.nics.contains(&nic.index),
@@ -61,9 +61,7 @@ impl Candidate<'_, '_> {
     pub(super) fn take(&self, taken: &mut Taken) {
         match self {
             Candidate::Cpu(obj, _) => {
-                if let Some(set) = obj.cpuset() {
-                    taken.cpus |= &*set;
-                }
+                crate::topology::add_cpus(obj, &mut taken.cpus);
             }
             Candidate::Gpu(gpu) => {
                 taken.gpus.insert(gpu.index);
@@ -119,7 +117,7 @@ impl<'t, 'd> Selector<'t, 'd> {
                         .objects(kind)
                         .iter()
                         .copied()
-                        .filter(|obj| obj.cpuset().is_some_and(|s| inside(&s)))
+                        .filter(|obj| obj.cpuset().is_some() && inside(&crate::topology::cpus(obj)))
                         .collect(),
                 };
                 let list: Vec<Candidate<'t, 'd>> = objects

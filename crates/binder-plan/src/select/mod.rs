@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
 use crate::gpu::Gpu;
@@ -36,7 +36,7 @@ pub use failure::{Failure, Named, SelectError};
 #[derive(Debug)]
 pub(crate) struct Selection<'t> {
     /// The leaves of the match: CPU objects whose CPUs make up the pool (slots' included).
-    pub picks: Vec<&'t TopologyObject>,
+    pub(crate) picks: Vec<&'t TopologyObject>,
     /// NICs named by `type: nic` requests, by index (GPUs a `type: gpu` request matches
     /// only steer CPU selection: tasks get GPUs by `gpus-per-task` or their slot).
     pub nics: Vec<usize>,
@@ -68,9 +68,7 @@ impl Selection<'_> {
     pub(crate) fn cpuset(&self) -> CpuSet {
         let mut set = CpuSet::new();
         for pick in &self.picks {
-            if let Some(cpus) = pick.cpuset() {
-                set |= &*cpus;
-            }
+            crate::topology::add_cpus(pick, &mut set);
         }
         set
     }
@@ -218,7 +216,9 @@ impl<'t, 'd> Selector<'t, 'd> {
         };
         if let Some(k) = core_kind {
             candidates.retain(|c| match c {
-                Candidate::Cpu(obj, _) => obj.cpuset().is_some_and(|s| self.kinds.is(k, &s)),
+                Candidate::Cpu(obj, _) => {
+                    obj.cpuset().is_some() && self.kinds.is(k, &crate::topology::cpus(obj))
+                }
                 _ => true,
             });
         }

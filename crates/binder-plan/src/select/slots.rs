@@ -2,7 +2,7 @@
 //! again or by cutting the parent's free units into equal packed parts, each widened to
 //! whole binding units (SEMANTICS §10).
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::TopologyObject;
 
 use super::{met, wanted, Candidate, Failure, Found, Selector, Slot, Step, Taken};
@@ -92,8 +92,10 @@ impl<'t, 'd> Selector<'t, 'd> {
                     .iter()
                     .copied()
                     .filter(|u| {
-                        u.cpuset()
-                            .is_some_and(|s| scope.as_ref().is_none_or(|w| s.intersects(w)))
+                        u.cpuset().is_some()
+                            && scope
+                                .as_ref()
+                                .is_none_or(|w| crate::topology::touches(u, w))
                     })
                     .collect()
             } else {
@@ -102,7 +104,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             let free: Vec<&'t TopologyObject> = units
                 .iter()
                 .copied()
-                .filter(|u| !u.cpuset().is_some_and(|s| s.intersects(&taken.cpus)))
+                .filter(|u| !crate::topology::touches(u, &taken.cpus))
                 .collect();
             let (slots, size) = match item.count {
                 Count::Exactly(n) => (n.get() as usize, free.len() / n.get() as usize),
@@ -117,9 +119,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             for part in free.chunks(size).take(slots) {
                 let mut cpus = CpuSet::new();
                 for u in part {
-                    if let Some(set) = u.cpuset() {
-                        cpus |= &*set;
-                    }
+                    crate::topology::add_cpus(u, &mut cpus);
                 }
                 taken.cpus |= &cpus;
                 found.leaves.extend(part.iter().copied());
@@ -145,9 +145,7 @@ impl<'t, 'd> Selector<'t, 'd> {
                 Ok(inner) => {
                     let mut cpus = CpuSet::new();
                     for leaf in &inner.leaves {
-                        if let Some(set) = leaf.cpuset() {
-                            cpus |= &*set;
-                        }
+                        crate::topology::add_cpus(leaf, &mut cpus);
                     }
                     let cpus = self.widen_to_units(&cpus);
                     let gpus = inner_taken.gpus.difference(&taken.gpus).copied().collect();
@@ -185,8 +183,8 @@ impl<'t, 'd> Selector<'t, 'd> {
             if out.is_set(pu) {
                 continue;
             }
-            match owners.get(&usize::from(pu)).and_then(|u| u.cpuset()) {
-                Some(cpus) => out |= &*cpus,
+            match owners.get(&pu).filter(|u| u.cpuset().is_some()) {
+                Some(unit) => crate::topology::add_cpus(unit, &mut out),
                 None => out.set(pu),
             }
         }

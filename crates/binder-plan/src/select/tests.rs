@@ -13,10 +13,10 @@ fn select<'t>(
     select_traced(topology, devices, resources, unit, kinds, origin, None)
 }
 use crate::shape::Shape;
-use crate::topology::{load, Source};
+use crate::topology::Topology;
 
 fn labels(desc: &str, yaml: &str) -> Result<Vec<String>, String> {
-    let topology = load(&Source::Synthetic(desc.into()), false).expect("topology");
+    let topology = Topology::from_synthetic(desc, false).expect("topology");
     let shape = Shape::from_yaml(yaml, "t.yaml").expect("shape");
     select(
         &topology,
@@ -35,7 +35,7 @@ fn labels(desc: &str, yaml: &str) -> Result<Vec<String>, String> {
 
 /// The slots' CPUs (OS numbers, as range lists) and parent numbers.
 fn slots(desc: &str, yaml: &str) -> Result<Vec<(String, usize)>, String> {
-    let topology = load(&Source::Synthetic(desc.into()), false).expect("topology");
+    let topology = Topology::from_synthetic(desc, false).expect("topology");
     let shape = Shape::from_yaml(yaml, "t.yaml").map_err(|e| e.to_string())?;
     let unit = crate::unit::choose(&shape)
         .unit
@@ -53,7 +53,7 @@ fn slots(desc: &str, yaml: &str) -> Result<Vec<(String, usize)>, String> {
         s.slots
             .iter()
             .map(|slot| {
-                let cpus: Vec<usize> = slot.cpus.iter_set().map(usize::from).collect();
+                let cpus: Vec<usize> = slot.cpus.iter_set().collect();
                 (binder_core::cpulist::cpu_list(&cpus), slot.parent)
             })
             .collect()

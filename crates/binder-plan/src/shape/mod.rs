@@ -18,8 +18,6 @@ mod rules;
 mod schema;
 mod validate;
 
-use std::path::Path;
-
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
 pub use index::IndexList;
@@ -32,12 +30,6 @@ pub use schema::{schema_json, SCHEMA_URL_COMMENT};
 pub(crate) use validate::did_you_mean;
 
 impl Shape {
-    /// Reads and parses a shape file (see [`read_text`]).
-    pub fn from_file(path: &Path) -> Result<Shape, ShapeError> {
-        let text = read_text(path)?;
-        Shape::from_yaml(&text, &path.display().to_string())
-    }
-
     /// Parses shape text; `origin` names it in error messages.
     pub fn from_yaml(text: &str, origin: &str) -> Result<Shape, ShapeError> {
         let shape = Shape::parse(text, origin)?;
@@ -89,39 +81,17 @@ impl Shape {
     }
 }
 
-/// [`MAX_SHAPE_BYTES`] is read: `/dev/zero` or a directory is refused at once.
-pub fn read_text(path: &Path) -> Result<String, ShapeError> {
-    // The path is shown escaped: a name may hold control bytes (ESC, BEL) that must not
-    // reach a terminal raw.
-    let shown = binder_core::text::printable(&path.display().to_string(), 200);
-    let read_error = |reason: String| ShapeError::Read {
-        path: shown.clone(),
-        reason,
-    };
-    // A FIFO or a device is never read (a FIFO without a writer blocks forever); what was
-    // opened is checked, not the path (which may be swapped between a look and the open),
-    // and the size before a byte is read.
-    let bytes = binder_core::input::read_bounded(path, MAX_SHAPE_BYTES).map_err(|why| {
-        read_error(if why.starts_with("it is a directory") {
-            "it is a directory; give the YAML file inside it".into()
-        } else if why.starts_with("it is larger") {
-            format!(
-                "it is larger than {} KiB; a shape is a few lines of YAML",
-                MAX_SHAPE_BYTES / 1024
-            )
-        } else {
-            why
-        })
-    })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+/// A shape file's bytes as text (the host layer reads the file: `binder_host::shape_text`);
+/// `origin` names it. Bytes that are not UTF-8 are refused at their line and column.
+pub fn text_of(bytes: Vec<u8>, origin: &str) -> Result<String, ShapeError> {
+    String::from_utf8(bytes).map_err(|e| {
         let (line, col) = line_col(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
         ShapeError::Invalid {
-            origin: shown.clone(),
+            origin: origin.to_owned(),
             location: Some((line, col)),
             message: "not UTF-8 text; save the shape as UTF-8".into(),
         }
-    })?;
-    Ok(text)
+    })
 }
 
 /// 1-based line and column just after `bytes`.

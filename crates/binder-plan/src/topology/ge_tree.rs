@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use hwlocality::cpu::cpuset::CpuSet;
+use crate::cpuset::CpuSet;
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
 
@@ -50,10 +50,7 @@ fn build(obj: &TopologyObject, parent: Option<usize>, perf: Option<&CpuSet>, tre
         ObjectType::L3Cache => Some(Letter::X),
         ObjectType::L2Cache => Some(Letter::Y),
         ObjectType::Core => {
-            let performance = match (perf, obj.cpuset()) {
-                (Some(p), Some(set)) => p.includes(&*set),
-                _ => true,
-            };
+            let performance = perf.is_none_or(|p| p.includes(&super::cpus(obj)));
             Some(if performance { Letter::C } else { Letter::E })
         }
         ObjectType::PU => {
@@ -211,7 +208,7 @@ pub(crate) fn to_xml(tree: &Tree) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::topology::{load, Source};
+    use crate::topology::Topology;
 
     /// A string's XML loads in hwloc and reads back as the same string (occupancy aside;
     /// single-socket strings put N before S, where hwloc attaches a machine-wide node).
@@ -225,7 +222,7 @@ mod tests {
             "NSCCccSCCCCSCCCCSCcCC",
             "SXNYCTTYCTTSXNYCTTYCTT",
         ] {
-            let topology = load(&Source::GeString(s.into()), false).unwrap();
+            let topology = Topology::from_ge_string(s, false).unwrap();
             let back = super::tree_of(&topology).occupancy_string();
             // hwloc always has a NUMA node: without N the XML gets one for the machine.
             let want = if s.contains('N') {

@@ -1,11 +1,12 @@
-//! Building an hwloc topology from where it comes from: the host, an XML export, a
-//! synthetic description or a Grid Engine topology string. This is the only file that
-//! builds one.
+//! Building an hwloc topology from a value: an XML export's text, a synthetic description
+//! or a Grid Engine topology string. This is the only file that builds one; this host's
+//! topology and XML files are read by the host layer (`binder_host::load`), which hands
+//! them in (`Topology::from_xml`, `Topology::from_hwloc`).
 
 use std::fmt;
 use std::path::PathBuf;
 
-use hwlocality::topology::builder::TypeFilter;
+use hwlocality::topology::builder::{TopologyBuilder, TypeFilter};
 
 use super::{ge_tree, Topology};
 
@@ -76,82 +77,107 @@ pub enum TopologyError {
     Host(String),
 }
 
-/// Loads the topology from `source`; `io` turns on PCI and OS-device discovery (for GPUs).
+impl Topology {
+    /// The topology in an hwloc XML export's `text` (`lstopo --of xml`); `path` names it
+    /// in messages. Reading the file is the host layer's (`binder_host::load`): this
+    /// library takes values.
+    pub fn from_xml(text: &str, path: PathBuf, io: bool) -> Result<Topology, TopologyError> {
+        let source = Source::Xml(path);
+        let xml_error = |reason: String| TopologyError::Xml {
+            source_desc: source.to_string(),
+            reason,
+        };
+        // hwloc says "the topology data string"; the user gave a file.
+        let builder = builder(io)?
+            .from_xml(text)
+            .map_err(|_| xml_error("hwloc rejected its content as invalid".into()))?;
+        let hw = builder.build().map_err(|e| xml_error(e.to_string()))?;
+        Ok(Topology::of(hw, source, io, None))
+    }
+
+    /// The topology hwloc's synthetic description `desc` describes, such as
+    /// `"pack:2 numa:2 core:8 pu:2"` (at most 1,048,576 PUs: hwloc would build every object).
+    pub fn from_synthetic(desc: &str, io: bool) -> Result<Topology, TopologyError> {
+        let invalid = |reason: String| TopologyError::Synthetic {
+            desc: desc.to_owned(),
+            reason,
+        };
+        synthetic_size(desc)?;
+        let hw = builder(io)?
+            .from_synthetic(desc)
+            .map_err(|e| invalid(e.to_string()))?
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(Topology::of(
+            hw,
+            Source::Synthetic(desc.to_owned()),
+            io,
+            None,
+        ))
+    }
+
+    /// The machine a Grid Engine topology string such as `NSXCCccSXCCCC` describes
+    /// (SEMANTICS §12); its lowercase units are taken by other jobs.
+    pub fn from_ge_string(text: &str, io: bool) -> Result<Topology, TopologyError> {
+        let source = Source::GeString(text.to_owned());
+        let tree = crate::ge::Tree::parse(text)?;
+        let xml_error = |reason: String| TopologyError::Xml {
+            source_desc: source.to_string(),
+            reason,
+        };
+        let hw = builder(io)?
+            .from_xml(&ge_tree::to_xml(&tree))
+            .map_err(|e| xml_error(e.to_string()))?
+            .build()
+            .map_err(|e| xml_error(e.to_string()))?;
+        Ok(Topology::of(hw, source, io, Some(tree)))
+    }
+
+    /// A topology hwloc built for the host layer (this host, discovered with
+    /// [`host_builder`]'s settings), as binder's.
+    #[cfg(feature = "hwloc")]
+    pub fn from_hwloc(hw: hwlocality::Topology, source: Source, io: bool) -> Topology {
+        Topology::of(hw, source, io, None)
+    }
+
+    fn of(
+        hw: hwlocality::Topology,
+        source: Source,
+        io: bool,
+        ge: Option<crate::ge::Tree>,
+    ) -> Topology {
+        Topology {
+            hw,
+            source,
+            io,
+            ge,
+            whole_index: None,
+        }
+    }
+}
+
+/// hwloc's topology builder as binder loads every topology: `io` turns on PCI and
+/// OS-device discovery (for GPUs and NICs).
 ///
 /// The whole CPU side is always kept: dropping cache levels would be cheaper, but it can
-/// change logical indexes (and the object GPUs hang from), and with them the plan.
-/// No environment variable is read or written here, so threads may load topologies at
-/// the same time. On the host, hwloc's x86 CPUID backend is excluded: on Linux it only
-/// adds CPU model and kind info on top of sysfs, and to read it hwloc migrates the thread
-/// onto every PU in turn, which costs ~0.1 ms per PU on every task of every job.
-pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
-    let mut builder = hwlocality::Topology::builder();
-    if io {
-        builder = builder
-            .with_io_type_filter(TypeFilter::KeepAll)
-            .map_err(|e| TopologyError::Host(e.to_string()))?;
+/// change logical indexes (and the object GPUs hang from), and with them the plan. No
+/// environment variable is read or written here, so threads may load topologies at the
+/// same time.
+pub(crate) fn builder(io: bool) -> Result<TopologyBuilder, TopologyError> {
+    let builder = hwlocality::Topology::builder();
+    if !io {
+        return Ok(builder);
     }
-    let mut ge = None;
-    let builder = match source {
-        Source::GeString(text) => {
-            let tree = crate::ge::Tree::parse(text)?;
-            let xml = ge_tree::to_xml(&tree);
-            ge = Some(tree);
-            builder.from_xml(&xml).map_err(|e| TopologyError::Xml {
-                source_desc: source.to_string(),
-                reason: e.to_string(),
-            })?
-        }
-        Source::Host => builder
-            .without_component("x86")
-            .map_err(|e| TopologyError::Host(e.to_string()))?,
-        Source::Xml(path) => {
-            let xml_error = |reason: String| TopologyError::Xml {
-                source_desc: source.to_string(),
-                reason,
-            };
-            if path.is_dir() {
-                return Err(xml_error(
-                    "it is a directory; give the XML file inside it".into(),
-                ));
-            }
-            if !path.exists() {
-                return Err(xml_error("no such file".into()));
-            }
-            // hwloc would block on a FIFO and read a device forever.
-            binder_core::input::regular(path).map_err(xml_error)?;
-            builder
-                .from_xml_file(path)
-                .map_err(|e| xml_error(e.to_string()))?
-        }
-        Source::Synthetic(desc) => {
-            synthetic_size(desc)?;
-            builder
-                .from_synthetic(desc)
-                .map_err(|e| TopologyError::Synthetic {
-                    desc: desc.clone(),
-                    reason: e.to_string(),
-                })?
-        }
-    };
-    let hw = builder.build().map_err(|e| match source {
-        Source::Host => TopologyError::Host(e.to_string()),
-        Source::Xml(_) | Source::GeString(_) => TopologyError::Xml {
-            source_desc: source.to_string(),
-            reason: e.to_string(),
-        },
-        Source::Synthetic(desc) => TopologyError::Synthetic {
-            desc: desc.clone(),
-            reason: e.to_string(),
-        },
-    })?;
-    Ok(Topology {
-        hw,
-        source: source.clone(),
-        io,
-        ge,
-        whole_index: None,
-    })
+    builder
+        .with_io_type_filter(TypeFilter::KeepAll)
+        .map_err(|e| TopologyError::Host(e.to_string()))
+}
+
+/// hwloc's topology builder as binder loads every topology (`io`: PCI and OS devices), for
+/// the host layer, which discovers this host with it.
+#[cfg(feature = "hwloc")]
+pub fn host_builder(io: bool) -> Result<TopologyBuilder, TopologyError> {
+    builder(io)
 }
 
 /// The most PUs a synthetic description may ask for (1,048,576): hwloc would build every

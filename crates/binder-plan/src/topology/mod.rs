@@ -1,5 +1,6 @@
-//! The node's hardware topology through hwloc (the host, an XML export or a synthetic
-//! description; [`load`] builds it) and the questions every stage asks of it.
+//! The node's hardware topology through hwloc (an XML export, a synthetic description, a
+//! Grid Engine string, or this host as the host layer discovered it; `load.rs` builds it)
+//! and the questions every stage asks of it.
 //!
 //! hwloc's default view is used on purpose: PUs outside the process's cgroup, offline PUs
 //! and disallowed NUMA nodes are not in the tree, so every later stage sees only what a
@@ -8,13 +9,16 @@
 
 mod ge_tree;
 mod load;
-pub use load::{load, Source, TopologyError};
+#[cfg(feature = "hwloc")]
+pub use load::host_builder;
+pub use load::{Source, TopologyError};
 
 use std::collections::HashMap;
 
 use hwlocality::object::types::ObjectType;
 use hwlocality::object::TopologyObject;
 
+use crate::cpuset::CpuSet;
 use crate::shape::ObjType;
 
 /// A loaded topology and where it came from.
@@ -74,7 +78,7 @@ impl Topology {
     /// The same machine without the PUs `out` (OS numbers): taken by other jobs or
     /// reserved, as if outside the cgroup (SEMANTICS §3), so no later stage sees them.
     pub fn without(&self, out: &[usize]) -> Result<Topology, TopologyError> {
-        let mut keep = self.hw.allowed_cpuset().clone_target();
+        let mut keep = self.allowed();
         for &pu in out {
             keep.unset(pu);
         }
@@ -93,8 +97,7 @@ impl Topology {
         let mut pus: Vec<usize> = cores
             .iter()
             .filter_map(|&i| all.get(i))
-            .filter_map(|core| core.cpuset())
-            .flat_map(|set| cpus_of(&set.clone_target()))
+            .flat_map(|core| cpus(core).to_vec())
             .collect();
         pus.sort_unstable();
         pus.dedup();
@@ -106,14 +109,13 @@ impl Topology {
     /// keeping the node's numbering in labels; `self` when `cpus` covers the allowed set.
     pub fn within(self, cpus: Option<&[usize]>) -> Result<Topology, TopologyError> {
         let Some(cpus) = cpus else { return Ok(self) };
-        let allowed = self.hw.allowed_cpuset();
-        let mut keep = hwlocality::cpu::cpuset::CpuSet::new();
-        for &pu in cpus {
-            if allowed.is_set(pu) {
-                keep.set(pu);
-            }
-        }
-        if keep == *allowed {
+        let allowed = self.allowed();
+        let keep: CpuSet = cpus
+            .iter()
+            .copied()
+            .filter(|&pu| allowed.is_set(pu))
+            .collect();
+        if keep == allowed {
             return Ok(self);
         }
         let why = format!(
@@ -126,11 +128,7 @@ impl Topology {
 
     /// This machine restricted to `keep` (hwloc's restrict), labels kept on the whole
     /// node's numbering; `why` explains an empty `keep`.
-    fn restricted(
-        &self,
-        keep: hwlocality::cpu::cpuset::CpuSet,
-        why: &str,
-    ) -> Result<Topology, TopologyError> {
+    fn restricted(&self, keep: CpuSet, why: &str) -> Result<Topology, TopologyError> {
         use hwlocality::topology::editor::RestrictFlags;
         let whole_index = CPU_SIDE
             .iter()
@@ -138,14 +136,14 @@ impl Topology {
             .map(|o| (o.global_persistent_index(), self.logical_index(o)))
             .collect();
         let source_desc = self.source.to_string();
-        if !keep.intersects(self.hw.allowed_cpuset()) {
+        if !keep.intersects(&self.allowed()) {
             return Err(TopologyError::NothingLeft {
                 source_desc,
                 why: why.to_owned(),
             });
         }
         let mut hw = self.hw.clone();
-        hw.edit(|editor| editor.restrict(&keep, RestrictFlags::empty()))
+        hw.edit(|editor| editor.restrict(&to_hw(&keep), RestrictFlags::empty()))
             .map_err(|e| TopologyError::Xml {
                 source_desc,
                 reason: format!("{why} ({e})"),
@@ -185,9 +183,43 @@ impl Topology {
         format!("{name}:{}", self.logical_index(obj))
     }
 
-    /// The hwloc topology itself.
+    /// The hwloc topology itself: for this crate's stages, and for the host layer
+    /// (`binder-host` binds through it) with the `hwloc` feature. Without the feature no
+    /// hwlocality type is in this library's public surface.
+    #[cfg(feature = "hwloc")]
     pub fn hw(&self) -> &hwlocality::Topology {
         &self.hw
+    }
+
+    /// The hwloc topology itself, for this crate's stages.
+    #[cfg(not(feature = "hwloc"))]
+    pub(crate) fn hw(&self) -> &hwlocality::Topology {
+        &self.hw
+    }
+
+    /// The PUs a task may run on (hwloc's allowed cpuset: the process's cgroup, minus
+    /// what [`Topology::without`] and [`Topology::within`] took out).
+    pub fn allowed(&self) -> CpuSet {
+        from_hw(&self.hw.allowed_cpuset())
+    }
+
+    /// Every PU of the machine, allowed or not (hwloc's complete cpuset).
+    pub fn complete(&self) -> CpuSet {
+        from_hw(&self.hw.complete_cpuset())
+    }
+
+    /// Whether the topology is this host's (hwloc's `is_this_system`): binding from one
+    /// that is not would bind to another machine's numbers.
+    pub fn is_this_system(&self) -> bool {
+        self.hw.is_this_system()
+    }
+
+    /// The machine's host name as hwloc recorded it (`HostName`), if it did.
+    pub fn host_name(&self) -> Option<String> {
+        self.hw
+            .root_object()
+            .info("HostName")
+            .map(|h| h.to_string_lossy().into_owned())
     }
 
     /// Whether it was loaded with I/O devices (so GPUs can be looked for).
@@ -218,7 +250,7 @@ impl Topology {
     /// in logical order. Walks `parent`'s subtree (its normal ancestor's, for a NUMA node,
     /// whose CPUs hang off the tree as memory children), so a nested request costs the size
     /// of its parent, not of the node: `core: all` > `pu: all` stays linear.
-    pub fn objects_inside<'t>(
+    pub(crate) fn objects_inside<'t>(
         &'t self,
         kind: ObjType,
         parent: &'t TopologyObject,
@@ -313,9 +345,7 @@ pub(crate) fn hwloc_type(kind: ObjType) -> Option<ObjectType> {
 /// A725 at 2.8 GHz in two), and a user asking for performance cores means all ten X925.
 /// `None` when the node has one kind, none, or kinds hwloc could not rank: then every
 /// core counts as a performance core.
-pub(crate) fn performance_pus(
-    hw: &hwlocality::Topology,
-) -> Option<hwlocality::cpu::cpuset::CpuSet> {
+pub(crate) fn performance_pus(hw: &hwlocality::Topology) -> Option<CpuSet> {
     let kinds: Vec<_> = hw.cpu_kinds().ok()?.collect();
     if kinds.len() < 2 || kinds.iter().any(|k| k.efficiency.is_none()) {
         return None;
@@ -338,17 +368,17 @@ pub(crate) fn performance_pus(
     if set == *hw.cpuset() {
         return None;
     }
-    Some(set)
+    Some(from_hw(&set))
 }
 
 /// The NUMA nodes (OS numbers) `policy` uses for a task on `cpus`: those holding them,
 /// and for `preferred` the first of those (Linux prefers one node).
 pub fn memory_nodes(
     topology: &Topology,
-    cpus: &hwlocality::cpu::cpuset::CpuSet,
+    cpus: &CpuSet,
     policy: binder_core::view::MemPolicy,
 ) -> Vec<usize> {
-    let nodes = hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), cpus);
+    let nodes = hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), &to_hw(cpus));
     let mut list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
     if policy == binder_core::view::MemPolicy::Preferred {
         list.truncate(1);
@@ -357,8 +387,43 @@ pub fn memory_nodes(
 }
 
 /// The OS numbers of a cpuset, ascending.
-pub fn cpus_of(set: &hwlocality::cpu::cpuset::CpuSet) -> Vec<usize> {
+pub fn cpus_of(set: &CpuSet) -> Vec<usize> {
+    set.to_vec()
+}
+
+/// An object's CPUs in binder's set (empty for an object without CPUs: I/O, Misc).
+pub(crate) fn cpus(obj: &TopologyObject) -> CpuSet {
+    obj.cpuset().map(|s| from_hw(&s)).unwrap_or_default()
+}
+
+/// Whether `obj` holds a CPU of `set`, without building its set (the selection asks this
+/// of every candidate at every step).
+pub(crate) fn touches(obj: &TopologyObject, set: &CpuSet) -> bool {
+    obj.cpuset()
+        .is_some_and(|s| s.iter_set().any(|pu| set.is_set(usize::from(pu))))
+}
+
+/// Adds `obj`'s CPUs to `set`.
+pub(crate) fn add_cpus(obj: &TopologyObject, set: &mut CpuSet) {
+    if let Some(s) = obj.cpuset() {
+        for pu in s.iter_set() {
+            set.set(usize::from(pu));
+        }
+    }
+}
+
+/// hwloc's cpuset as binder's (hwloc's sets of a loaded topology are finite).
+pub(crate) fn from_hw(set: &hwlocality::cpu::cpuset::CpuSet) -> CpuSet {
     set.iter_set().map(usize::from).collect()
+}
+
+/// binder's set as hwloc's, for the calls that take one (restrict, NUMA nodes of CPUs).
+pub(crate) fn to_hw(set: &CpuSet) -> hwlocality::cpu::cpuset::CpuSet {
+    let mut out = hwlocality::cpu::cpuset::CpuSet::new();
+    for cpu in set.iter_set() {
+        out.set(cpu);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use super::*;
 
 fn synthetic(desc: &str) -> Topology {
-    load(&Source::Synthetic(desc.into()), false).expect("valid synthetic topology")
+    Topology::from_synthetic(desc, false).expect("valid synthetic topology")
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn objects_inside_a_parent_by_tree_walk_and_by_filter_agree() {
 
 #[test]
 fn bad_synthetic_is_an_error() {
-    let err = load(&Source::Synthetic("pack:two".into()), false)
+    let err = Topology::from_synthetic("pack:two", false)
         .err()
         .expect("rejected");
     assert!(
@@ -66,30 +66,9 @@ fn bad_synthetic_is_an_error() {
 
 #[test]
 fn huge_synthetic_topologies_are_refused_before_hwloc_builds_them() {
-    let err = load(
-        &Source::Synthetic("pack:1000000 core:1000 pu:1000".into()),
-        false,
-    )
-    .err()
-    .expect("refused");
-    assert!(err.to_string().contains("more than 1048576 PUs"), "{err}");
-    assert!(load(&Source::Synthetic("pack:2 core:64 pu:2".into()), false).is_ok());
-}
-
-#[test]
-fn missing_xml_is_an_error() {
-    let err = load(&Source::Xml("/nonexistent/topo.xml".into()), false)
+    let err = Topology::from_synthetic("pack:1000000 core:1000 pu:1000", false)
         .err()
-        .expect("rejected");
-    assert_eq!(
-            err.to_string(),
-            "cannot load topology XML `/nonexistent/topo.xml`: no such file; export one with `lstopo --of xml FILE`"
-        );
-}
-
-#[test]
-fn host_loads() {
-    let t = load(&Source::Host, false).expect("host topology");
-    assert!(!t.objects(ObjType::Pu).is_empty());
-    assert_eq!(t.source().to_string(), "this host");
+        .expect("refused");
+    assert!(err.to_string().contains("more than 1048576 PUs"), "{err}");
+    assert!(Topology::from_synthetic("pack:2 core:64 pu:2", false).is_ok());
 }

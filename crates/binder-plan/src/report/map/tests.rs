@@ -1,8 +1,8 @@
 use super::*;
-use crate::topology::{load, Source};
+use crate::topology::Topology;
 
 fn plan_of(desc: &str, shape: &str, n: usize) -> (Topology, Plan) {
-    let topology = load(&Source::Synthetic(desc.into()), false).unwrap();
+    let topology = Topology::from_synthetic(desc, false).unwrap();
     let shape = crate::shape::Shape::from_yaml(shape, "t").unwrap();
     let plan = crate::plan(&crate::PlanRequest::new(&shape, &topology, n).origin("t")).unwrap();
     (topology, plan)

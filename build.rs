@@ -8,8 +8,17 @@
 //! workspace (rustflags are global, and `binder-full`, which loads libhwloc, and the
 //! plugins must stay dynamic), so this gives only `binder`'s link line `-static-pie` and a
 //! search directory where the libraries std names (`-lc`, `-lgcc_s`, …) are linker
-//! scripts for their static archives (`INPUT(-l:libc.a)`): the linker resolves every
+//! scripts for their static archives (`GROUP(-l:libc.a …)`): the linker resolves every
 //! `-l` through them before the system's shared ones.
+//!
+//! That directory must come first among the linker's `-L` directories, and a link-arg
+//! comes after the `-L /usr/lib/…` that hwlocality's build script gives every executable
+//! of this package (ld searches `-L` directories in command-line order, whatever their
+//! position). So `binder`'s link also gets `-fuse-ld=bfd -B DIR`, where `DIR/ld.bfd` is a
+//! two-line script that runs the system's GNU ld with `-L DIR` in front: the C compiler
+//! driver takes the linker from a `-B` directory first (the way mold is plugged in), and
+//! rustc's own `-B` directory holds only its `ld.lld`. `binder-full` and the tests link as
+//! usual (rust-lld).
 //!
 //! What a static glibc gives up, and why that is fine here: NSS (user and group names)
 //! would need the same glibc's modules at run time; this executable never asks for a name
@@ -23,7 +32,9 @@ use std::process::Command;
 
 /// The libraries std's link line names, and the static archives that replace them.
 const LIBS: [(&str, &str); 7] = [
-    ("c", "-l:libc.a"),
+    // libc.a calls into libgcc (`__gcc_personality_v0`, soft float): GNU ld reads an
+    // archive once, in order, so they are one group.
+    ("c", "-l:libc.a -l:libgcc_eh.a -l:libgcc.a"),
     ("pthread", "-l:libpthread.a"),
     ("dl", "-l:libdl.a"),
     ("m", "-l:libm.a"),
@@ -62,10 +73,46 @@ fn main() {
     for (name, archives) in LIBS {
         std::fs::write(
             dir.join(format!("lib{name}.so")),
-            format!("INPUT({archives})\n"),
+            format!("GROUP({archives})\n"),
         )
         .expect("linker script");
     }
+    let Some(ld) = system_ld() else {
+        println!("cargo:warning=GNU ld (binutils) is missing: binder is linked dynamically, and starts slower");
+        return;
+    };
+    let wrapper = dir.join("ld.bfd");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n# binder's static-pie link (build.rs): its archive scripts before any other -L.\nexec '{}' -L'{}' \"$@\"\n",
+            ld.display(),
+            dir.display()
+        ),
+    )
+    .expect("ld wrapper");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+        .expect("ld wrapper mode");
+    println!("cargo:rustc-link-arg-bin=binder=-fuse-ld=bfd");
+    println!("cargo:rustc-link-arg-bin=binder=-B{}", dir.display());
     println!("cargo:rustc-link-arg-bin=binder=-L{}", dir.display());
     println!("cargo:rustc-link-arg-bin=binder=-static-pie");
+}
+
+/// GNU ld: what the C compiler names (`-print-prog-name=ld.bfd`), as an absolute
+/// path (looked up on PATH when the compiler gives a bare name), so the wrapper never
+/// finds itself.
+fn system_ld() -> Option<PathBuf> {
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg("-print-prog-name=ld.bfd")
+        .output()
+        .ok()?;
+    let name = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if name.is_absolute() {
+        return name.is_file().then_some(name);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(&name))
+        .find(|p| p.is_file())
 }

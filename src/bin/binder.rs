@@ -2,8 +2,9 @@
 //!
 //! Every task of every job pays this executable's start, and the dynamic loader's work for
 //! libhwloc and what it pulls in (libudev, libm) was a fifth of a whole `taskset -c 0 true`.
-//! So this executable lives in binder-core, which depends on no hwloc, YAML or clap: it
-//! is linked without libhwloc by construction (a test reads the ELF all the same). A
+//! So this executable uses binder-core alone, which depends on no hwloc, YAML or clap: it
+//! is linked without libhwloc (`.ci/layers` fails on any other crate named here, and
+//! `tests/front.rs` reads the ELF). A
 //! plain launch line (`binder SHAPE -- CMD`, [`LaunchLine`]) binds from the node cache
 //! or from the plan the job's first task recorded in the node ledger, and execs the task
 //! ([`binder_core::launch::warm`]). Everything else —
@@ -115,7 +116,7 @@ fn hand_over(args: &[OsString]) -> ! {
     };
     binder_core::text::emit(
         &mut std::io::stderr(),
-        &format!("{why}; binder needs {FULL} installed beside it (`cargo build --release` builds both into target/release; `cargo install --path crates/binder-core` installs binder, `cargo install --path .` {FULL})"),
+        &format!("{why}; binder needs {FULL} installed beside it (`cargo build --release` builds both into target/release, `cargo install --path .` installs both)"),
     );
     std::process::exit(exit_code::REFUSED)
 }
