@@ -10,8 +10,8 @@
 
 use arbitrary::Arbitrary;
 use binder_plan::shape::Shape;
-use binder_plan::topology::{self, Source};
-use hwlocality::cpu::cpuset::CpuSet;
+use binder_plan::cpuset::CpuSet;
+use binder_plan::topology::Topology;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
@@ -98,7 +98,7 @@ fuzz_target!(|input: Input| {
     let Ok(shape) = Shape::from_yaml(&yaml, "f.yaml") else {
         return;
     };
-    let topo = topology::load(&Source::Synthetic(desc.clone()), false).expect("valid synthetic");
+    let topo = Topology::from_synthetic(&desc, false).expect("valid synthetic");
     let tasks = input.tasks as usize % 12 + 1;
     let Ok(plan) =
         binder_plan::plan(&binder_plan::PlanRequest::new(&shape, &topo, tasks).origin("f.yaml"))
@@ -106,7 +106,7 @@ fuzz_target!(|input: Input| {
         return;
     };
     assert_eq!(plan.tasks.len(), tasks);
-    let allowed = topo.hw().allowed_cpuset().clone_target();
+    let allowed = topo.allowed();
     let mut union = CpuSet::new();
     let widened = plan.unit.width.is_some();
     for task in &plan.tasks {
