@@ -283,9 +283,21 @@ while time.time() < end:
             pass
     os.sched_setaffinity(0, want or every)
     time.sleep(0.0005)' &
+  chaser=$!  # setpriv and env exec: python's own pid
   EXTRA=()
   sleep 0.3
-  for i in $(seq 8); do run alice "a$i" 0.2; sleep 0.35; done
+  # Each launch starts once the chaser has let go of alice's last (ended) job: bound
+  # there while alice plans, it really holds that CPU and a refusal would be right. On a
+  # loaded machine its loop can lag her task's end by more than the gap between runs.
+  all=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+  for i in $(seq 8); do
+    for _ in $(seq 300); do
+      [ "$(grep Cpus_allowed_list "/proc/$chaser/status" 2>/dev/null | cut -f2)" = "$all" ] && break
+      sleep 0.01
+    done
+    run alice "a$i" 0.2
+    sleep 0.35
+  done
   ;;
 full-shm)
   # bob runs; then mallory fills the ledger root: alice cannot write a claim.
