@@ -46,6 +46,7 @@ const LIBS: [(&str, &str); 7] = [
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=BINDER_DYNAMIC_FRONT");
+    println!("cargo:rerun-if-env-changed=CC");
     let target = std::env::var("TARGET").unwrap_or_default();
     if !target.ends_with("-linux-gnu") {
         return;
@@ -57,11 +58,7 @@ fn main() {
     // The C compiler knows where the archives are; it echoes the bare name when it does
     // not find one.
     let found = |file: &str| {
-        Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-            .arg(format!("-print-file-name={file}"))
-            .output()
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        cc_prints(&format!("-print-file-name={file}"))
             .is_some_and(|p| p != file && std::path::Path::new(&p).is_file())
     };
     if !["libc.a", "libgcc_eh.a"].iter().all(|f| found(f)) {
@@ -96,7 +93,6 @@ fn main() {
         .expect("ld wrapper mode");
     println!("cargo:rustc-link-arg-bin=binder=-fuse-ld=bfd");
     println!("cargo:rustc-link-arg-bin=binder=-B{}", dir.display());
-    println!("cargo:rustc-link-arg-bin=binder=-L{}", dir.display());
     println!("cargo:rustc-link-arg-bin=binder=-static-pie");
 }
 
@@ -104,15 +100,20 @@ fn main() {
 /// path (looked up on PATH when the compiler gives a bare name), so the wrapper never
 /// finds itself.
 fn system_ld() -> Option<PathBuf> {
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .arg("-print-prog-name=ld.bfd")
-        .output()
-        .ok()?;
-    let name = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let name = PathBuf::from(cc_prints("-print-prog-name=ld.bfd")?);
     if name.is_absolute() {
         return name.is_file().then_some(name);
     }
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(&name))
         .find(|p| p.is_file())
+}
+
+/// What the C compiler (`$CC`, else `cc`) prints for `arg`, trimmed.
+fn cc_prints(arg: &str) -> Option<String> {
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg(arg)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
