@@ -41,8 +41,9 @@ pub struct Grant {
     steer: Vec<String>,
     /// `gpu-ids: uuid`: name a GPU the allocation did not name by `GPU-<uuid>`.
     uuid: bool,
-    /// Where the inherited MIG instances lie (`nvidia-smi -L`), when the host read it.
-    mig: MigListing,
+    /// Where the inherited MIG instances lie (`nvidia-smi -L`), once the host was asked
+    /// (empty when the driver gave nothing): the listing is asked for at most once.
+    mig: Option<MigListing>,
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -66,9 +67,7 @@ impl Grant {
         held: Vec::new(),
         steer: Vec::new(),
         uuid: false,
-        mig: MigListing {
-            instances: Vec::new(),
-        },
+        mig: None,
     };
 
     /// The allocation the environment `get` describes (nothing held yet).
@@ -91,17 +90,18 @@ impl Grant {
             held: Vec::new(),
             steer: Vec::new(),
             uuid: false,
-            mig: MigListing::default(),
+            mig: None,
         }
     }
 
     /// Whether the inherited list names MIG instances whose GPU only the driver's listing
     /// can tell (`MIG-<uuid>`): the host then reads `nvidia-smi -L` ([`Grant::place_mig`]).
     pub fn wants_mig_listing(&self) -> bool {
-        self.lists[Vendor::Nvidia as usize]
-            .iter()
-            .flatten()
-            .any(|e| mig::is_mig(e) && mig::named_parent(e).is_none())
+        self.mig.is_none()
+            && self.lists[Vendor::Nvidia as usize]
+                .iter()
+                .flatten()
+                .any(|e| mig::is_mig(e) && mig::named_parent(e).is_none())
     }
 
     /// The same grant placing MIG instances by the driver's listing, which `read` gives
@@ -109,9 +109,7 @@ impl Grant {
     /// list needs it (see [`Grant::wants_mig_listing`]).
     pub fn place_mig(mut self, read: impl FnOnce() -> Option<String>) -> Grant {
         if self.wants_mig_listing() {
-            if let Some(text) = read() {
-                self.mig = MigListing::parse(&text);
-            }
+            self.mig = Some(read().map_or_else(MigListing::default, |t| MigListing::parse(&t)));
         }
         self
     }
@@ -231,7 +229,7 @@ impl Grant {
         if let Some(parent) = mig::named_parent(entry) {
             return by_uuid(parent).or_else(only);
         }
-        match self.mig.parent(entry) {
+        match self.mig.as_ref().and_then(|m| m.parent(entry)) {
             Some((index, uuid)) => by_uuid(uuid).or_else(|| {
                 nvidia
                     .iter()
@@ -483,7 +481,12 @@ mod tests {
         // GPU 3 by its UUID; GPU 1 by its index where hwloc knows no UUID.
         let listing = "GPU 1: X (UUID: GPU-1-not-hwlocs)\n  MIG 1g Device 0: (UUID: MIG-dddd)\n\
                        GPU 3: X (UUID: GPU-3333-aaaa)\n  MIG 1g Device 0: (UUID: MIG-cccc)\n";
+        // A driver that answered nothing is not asked again either.
+        assert!(!g.clone().place_mig(|| None).wants_mig_listing());
         let g = g.place_mig(|| Some(listing.to_owned()));
+        // Asked once: a second planning pass (the ledger's) does not run the driver again.
+        assert!(!g.wants_mig_listing());
+        let g = g.place_mig(|| panic!("nvidia-smi asked twice"));
         let mut all = four();
         all[1].uuid = None;
         let got = ids(&g, all);
