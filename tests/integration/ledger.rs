@@ -24,12 +24,7 @@ fn cpus_around(yaml: &str, pack: Pack, held: &[usize]) -> Result<Vec<Vec<usize>>
             .origin("t.yaml")
             .held(held),
     )
-    .map(|p| {
-        p.tasks
-            .iter()
-            .map(|t| binder_plan::report::cpus_of(&t.cpuset))
-            .collect()
-    })
+    .map(|p| p.tasks.iter().map(|t| t.cpuset.to_vec()).collect())
     .map_err(|e| e.to_string())
 }
 

@@ -85,13 +85,12 @@ impl<'a, E> HostPlanner<'a, E> {
 impl<E: From<PlanError>> HostPlanner<'_, E> {
     /// The topology inside the job's allocation (SEMANTICS §4.1), with its GPUs.
     /// A `MIG-<uuid>` entry's parent GPU is asked of `nvidia-smi -L` here, when a plan is
-    /// computed, so a node-cache hit never runs it (the cache key holds the entries).
+    /// computed (at most once: the grant keeps the answer), so a node-cache hit never runs
+    /// it (the cache key holds the entries).
     fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
         if self.grant.wants_mig_listing() {
-            self.grant = self
-                .grant
-                .clone()
-                .place_mig(binder_core::vendor::nvidia_listing);
+            let grant = std::mem::replace(&mut self.grant, Grant::EVERY);
+            self.grant = grant.place_mig(binder_core::vendor::nvidia_listing);
         }
         let t = (self.load)(self.shape)?;
         let cores = job.envelope.cores.as_deref().map(|c| t.cores_pus(c));
@@ -333,11 +332,7 @@ fn occupied(
 ) -> LedgerError {
     // Every job holding an allowed PU or a GPU is in the way: the plan failed on what
     // they leave. Those holding what the plan would have used come first.
-    let wanted: BTreeSet<usize> = alone
-        .tasks
-        .iter()
-        .flat_map(|t| report::cpus_of(&t.cpuset))
-        .collect();
+    let wanted: BTreeSet<usize> = alone.tasks.iter().flat_map(|t| t.cpuset.to_vec()).collect();
     let allowed = topology.allowed();
     let jobs = scan.jobs();
     let mut in_way: Vec<(bool, &LiveJob<'_>, Vec<usize>)> = jobs

@@ -20,17 +20,7 @@ use binder_core::identity::Identity;
 use binder_core::launch::{finish, prepare_cached, LaunchError, Options};
 use binder_core::view::{MemPolicy, TaskView};
 use binder_plan::cpuset::CpuSet;
-use binder_plan::report::cpus_of;
-use binder_plan::topology::Topology;
-
-/// hwloc's cpuset for binder's: hwloc's calls take their own type.
-fn to_hw(set: &CpuSet) -> hwlocality::cpu::cpuset::CpuSet {
-    let mut out = hwlocality::cpu::cpuset::CpuSet::new();
-    for cpu in set.iter_set() {
-        out.set(cpu);
-    }
-    out
-}
+use binder_plan::topology::{cpuset_from_hwloc, cpuset_to_hwloc, Topology};
 
 /// The CPUs this process may run on now: what the launcher (or `taskset`) left it.
 pub fn current(topology: &Topology) -> Option<CpuSet> {
@@ -38,7 +28,7 @@ pub fn current(topology: &Topology) -> Option<CpuSet> {
         .hw()
         .cpu_binding(CpuBindingFlags::ASSUME_SINGLE_THREAD)
         .ok()
-        .map(|set| set.iter_set().map(usize::from).collect())
+        .map(|set| cpuset_from_hwloc(&set))
 }
 
 /// Binds this process to `set` and checks that the kernel applied exactly that.
@@ -46,16 +36,16 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
     let flags = CpuBindingFlags::ASSUME_SINGLE_THREAD | CpuBindingFlags::STRICT;
     topology
         .hw()
-        .bind_cpu(&to_hw(set), flags)
+        .bind_cpu(&cpuset_to_hwloc(set), flags)
         .map_err(|e| LaunchError::Bind {
-            cpus: cpu_list(&cpus_of(set)),
+            cpus: set.to_string(),
             reason: e.to_string(),
         })?;
     let got = current(topology).unwrap_or_default();
     if got != *set {
         return Err(LaunchError::NotApplied {
-            want: cpu_list(&cpus_of(set)),
-            got: cpu_list(&cpus_of(&got)),
+            want: set.to_string(),
+            got: got.to_string(),
         });
     }
     Ok(())
@@ -129,9 +119,7 @@ pub fn prepare(
             binder_core::text::emit(
                 stderr,
                 &format!(
-                    "warning: started bound to cpus {} of the allocation {}; {what}",
-                    cpu_list(&cpus_of(inherited)),
-                    cpu_list(&cpus_of(&allowed)),
+                    "warning: started bound to cpus {inherited} of the allocation {allowed}; {what}"
                 ),
             );
         }

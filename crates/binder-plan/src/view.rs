@@ -5,7 +5,6 @@ use binder_core::cpulist::hwloc_mask;
 use binder_core::view::{GpuView, TaskView};
 
 use crate::distribute::Plan;
-use crate::report::cpus_of;
 
 /// The view of local rank `rank` of `plan`, made from `shape`, with the rank's launch
 /// options.
@@ -22,7 +21,7 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
     let task = &plan.tasks[rank];
     TaskView {
         unit: plan.unit_of(rank).unit.to_string(),
-        cpus: cpus_of(&task.cpuset),
+        cpus: task.cpuset.to_vec(),
         places: task.units.iter().map(|u| u.pus.clone()).collect(),
         gpus: task
             .gpus
@@ -62,7 +61,7 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
         ge_env: plan
             .ge
             .as_ref()
-            .map_or_else(Vec::new, |g| ge_env(g, &cpus_of(&task.cpuset))),
+            .map_or_else(Vec::new, |g| ge_env(g, &task.cpuset.to_vec())),
         apply: plan
             .ge
             .as_ref()

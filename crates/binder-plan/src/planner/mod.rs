@@ -29,7 +29,7 @@ use topology::Topology;
 /// let topology = Topology::from_synthetic("pack:2 core:4 pu:2", shape.needs_io())?;
 /// let plan = binder_plan::plan(&PlanRequest::new(&shape, &topology, 4).origin("cores.yaml"))?;
 /// // Eight cores, four tasks: two whole cores (four PUs) each, in order.
-/// assert_eq!(binder_plan::topology::cpus_of(&plan.tasks[1].cpuset), [4, 5, 6, 7]);
+/// assert_eq!(plan.tasks[1].cpuset.to_vec(), [4, 5, 6, 7]);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Copy)]

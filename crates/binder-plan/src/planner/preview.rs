@@ -73,7 +73,9 @@ pub fn fill_ge_topology(topology: &Topology, plan: &mut Plan) {
         .filter_map(|(n, node)| (node.letter == ge::Letter::T).then_some((node.os?, n)))
         .collect();
     for task in &mut plan.tasks {
-        let threads: Vec<usize> = report::cpus_of(&task.cpuset)
+        let threads: Vec<usize> = task
+            .cpuset
+            .to_vec()
             .iter()
             .filter_map(|p| by_pu.get(p).copied())
             .collect();

@@ -8,7 +8,7 @@ use super::one;
 use super::PlanRequest;
 use crate::distribute::{self, Locality, Plan};
 use crate::error::PlanError;
-use crate::{gpu, report, select, unit};
+use crate::{gpu, select, unit};
 
 /// Plans `request`, recording each resource request's matches in `trace` when given.
 pub(super) fn plan(
@@ -57,7 +57,7 @@ pub(super) fn plan(
                     }
                 }
                 let plan = result?;
-                taken.extend(plan.tasks.iter().flat_map(|t| report::cpus_of(&t.cpuset)));
+                taken.extend(plan.tasks.iter().flat_map(|t| t.cpuset.to_vec()));
                 taken_gpus.extend(
                     plan.tasks
                         .iter()

@@ -21,7 +21,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{cpus_of, Preview};
+use super::Preview;
 use crate::distribute::Plan;
 use binder_core::cpulist::{cpu_list, hwloc_mask};
 
@@ -100,7 +100,7 @@ impl TaskRecord {
     /// The record of `rank` in `plan`.
     pub fn new(plan: &Plan, rank: usize) -> TaskRecord {
         let task = &plan.tasks[rank];
-        let cpus = cpus_of(&task.cpuset);
+        let cpus = task.cpuset.to_vec();
         let choice = plan.unit_of(rank);
         let unit = choice.unit.to_string();
         TaskRecord {

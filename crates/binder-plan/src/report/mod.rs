@@ -242,7 +242,6 @@ impl std::fmt::Display for RankfileError {
         }
     }
 }
-pub use crate::topology::cpus_of;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{cpus_of, CpusetFormat, Extras};
+use super::{CpusetFormat, Extras};
 use crate::distribute::{Locality, Plan, UnitObj};
 use binder_core::cpulist::{cpu_list, hwloc_mask, index_ranges, taskset_mask};
 
@@ -50,7 +50,7 @@ pub(super) fn render(
         .iter()
         .map(|&r| {
             let task = &plan.tasks[r];
-            let cpus = cpus_of(&task.cpuset);
+            let cpus = task.cpuset.to_vec();
             let mask = match cpuset_format {
                 CpusetFormat::Hwloc => hwloc_mask(&cpus),
                 CpusetFormat::List => cpu_list(&cpus),
@@ -238,7 +238,7 @@ pub(crate) fn task_binding(plan: &Plan, rank: usize) -> String {
     let mut line = if task.units.is_empty() {
         format!("unit {unit}: not bound")
     } else {
-        let cpus = cpus_of(&task.cpuset);
+        let cpus = task.cpuset.to_vec();
         format!(
             "unit {unit}: {} cpus {} mask {}",
             objects(&unit.to_string(), &task.units),

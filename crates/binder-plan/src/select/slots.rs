@@ -24,12 +24,7 @@ impl<'t, 'd> Selector<'t, 'd> {
                 Ok(found) => found
                     .slots
                     .iter()
-                    .map(|s| {
-                        format!(
-                            "cpus {}",
-                            binder_core::cpulist::cpu_list(&crate::topology::cpus_of(&s.cpus))
-                        )
-                    })
+                    .map(|s| format!("cpus {}", s.cpus))
                     .collect(),
                 Err(_) => Vec::new(),
             };

@@ -121,7 +121,7 @@ impl Topology {
         let why = format!(
             "the job's allocation on this node (cpus {}) holds none of the allowed cpus {}",
             binder_core::cpulist::cpu_list(cpus),
-            binder_core::cpulist::cpu_list(&cpus_of(&allowed))
+            allowed
         );
         self.restricted(keep, &why)
     }
@@ -386,11 +386,6 @@ pub fn memory_nodes(
     list
 }
 
-/// The OS numbers of a cpuset, ascending.
-pub fn cpus_of(set: &CpuSet) -> Vec<usize> {
-    set.to_vec()
-}
-
 /// An object's CPUs in binder's set (empty for an object without CPUs: I/O, Misc).
 pub(crate) fn cpus(obj: &TopologyObject) -> CpuSet {
     obj.cpuset().map(|s| from_hw(&s)).unwrap_or_default()
@@ -424,6 +419,18 @@ pub(crate) fn to_hw(set: &CpuSet) -> hwlocality::cpu::cpuset::CpuSet {
         out.set(cpu);
     }
     out
+}
+
+/// binder's set as hwloc's, for the host layer's binding calls.
+#[cfg(feature = "hwloc")]
+pub fn cpuset_to_hwloc(set: &CpuSet) -> hwlocality::cpu::cpuset::CpuSet {
+    to_hw(set)
+}
+
+/// hwloc's set as binder's, for what the host layer reads back from hwloc.
+#[cfg(feature = "hwloc")]
+pub fn cpuset_from_hwloc(set: &hwlocality::cpu::cpuset::CpuSet) -> CpuSet {
+    from_hw(set)
 }
 
 #[cfg(test)]
