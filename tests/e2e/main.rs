@@ -12,6 +12,7 @@ mod hostile;
 mod ledger;
 mod site;
 mod spank;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

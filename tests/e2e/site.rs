@@ -43,6 +43,7 @@ fn slurm_as_sites_run_it() {
             ("E2E_SLURM_PROCTRACK", "proctrack/cgroup".to_owned()),
             ("E2E_SLURM_CONSTRAIN", constrain.to_owned()),
             ("E2E_SLURM_OVERSUBSCRIBE", "NO".to_owned()),
+            ("E2E_SLURM_GPUS", "2".to_owned()),
             (
                 "E2E_SPANK_ARGS",
                 format!("default=cores-packed catalog={}", shapes.display()),
@@ -52,6 +53,10 @@ fn slurm_as_sites_run_it() {
             return;
         };
         site(&slurm, constrain);
+        super::steps::batch_and_steps(&slurm, constrain);
+        if constrain == "yes" {
+            super::steps::gpus_per_task(&slurm);
+        }
     }
 }
 

@@ -7,6 +7,9 @@
 # and E2E_SLURM_CONSTRAIN (yes or no, cgroup.conf's ConstrainCores); E2E_SLURM_OVERSUBSCRIBE
 # is the partition's OverSubscribe (FORCE unless told), E2E_SPANK_ARGS the plugin's
 # plugstack.conf arguments (default=SHAPE catalog=DIR).
+# E2E_SLURM_GPUS=N gives the node N fake GPUs (gres gpu, files DIR/dev/nvidia0..N-1:
+# character devices like /dev/null), so that Slurm hands out SLURM_STEP_GPUS and
+# CUDA_VISIBLE_DEVICES per job, step and task (--gpus-per-task, --gpu-bind).
 # With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin.
 # Prints `export SLURM_CONF=...` on success.
 set -euo pipefail
@@ -21,6 +24,18 @@ start)
   munged --force --socket="$dir/munge.sock" --key-file="$key" \
     --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed"
   port=$((20000 + RANDOM % 20000))
+  gres=""
+  : >"$dir/gres.conf"
+  if [ -n "${E2E_SLURM_GPUS:-}" ]; then
+    mkdir -p "$dir/dev"
+    last=$((E2E_SLURM_GPUS - 1))
+    for i in $(seq 0 "$last"); do
+      [ -e "$dir/dev/nvidia$i" ] || mknod "$dir/dev/nvidia$i" c 1 3
+    done
+    echo "AutoDetect=off" >"$dir/gres.conf"
+    echo "Name=gpu File=$dir/dev/nvidia[0-$last]" >>"$dir/gres.conf"
+    gres="Gres=gpu:$E2E_SLURM_GPUS"
+  fi
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=binder-e2e
 SlurmctldHost=$host(127.0.0.1)
@@ -50,7 +65,8 @@ AccountingStorageType=accounting_storage/none
 SlurmctldTimeout=30
 SlurmdTimeout=30
 PlugStackConfig=$dir/plugstack.conf
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus $gres State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}
 CONF
   # binder's SPANK plugin, when the caller built it (BINDER_SPANK=path/libbinder_spank.so).

@@ -31,11 +31,24 @@ pub mod item {
     pub const S_JOB_NODEID: c_int = 5;
     /// `S_JOB_LOCAL_TASK_COUNT` (`uint32_t *`).
     pub const S_JOB_LOCAL_TASK_COUNT: c_int = 6;
+    /// `S_JOB_ARGV`, the task's command (`int *`, `char ***`).
+    pub const S_JOB_ARGV: c_int = 9;
     /// `S_TASK_ID`, the local task id (`int *`).
     pub const S_TASK_ID: c_int = 11;
     /// `S_TASK_GLOBAL_ID` (`uint32_t *`).
     pub const S_TASK_GLOBAL_ID: c_int = 12;
 }
+
+/// `SLURM_INTERACTIVE_STEP` (slurm.h): the lowest of the step ids that name no job
+/// step of the user's (`SLURM_BATCH_SCRIPT`, `SLURM_EXTERN_CONT`, `SLURM_PENDING_STEP`
+/// lie above it).
+pub const SLURM_INTERACTIVE_STEP: u32 = 0xffff_fffa;
+/// `SLURM_BATCH_SCRIPT`: the batch script's step.
+pub const SLURM_BATCH_SCRIPT: u32 = 0xffff_fffb;
+/// `SLURM_EXTERN_CONT`: the extern step (pam_slurm_adopt's processes).
+pub const SLURM_EXTERN_CONT: u32 = 0xffff_fffc;
+/// `SLURM_PENDING_STEP`.
+pub const SLURM_PENDING_STEP: u32 = 0xffff_fffd;
 
 /// `S_CTX_REMOTE`: inside slurmstepd.
 pub const S_CTX_REMOTE: c_int = 2;

@@ -3,7 +3,7 @@
 //! `srun binder SHAPE -- ./app`, and without the two extra execs per task.
 //!
 //! ```text
-//! # plugstack.conf (Slurm 22.05)
+//! # plugstack.conf (the plugin is built for the Slurm whose headers it finds)
 //! required /usr/lib/x86_64-linux-gnu/binder/libbinder_spank.so default=cores-packed catalog=/usr/share/binder/shapes
 //! ```
 //!
@@ -28,6 +28,7 @@
 
 pub mod ffi;
 pub mod task;
+pub mod version;
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::PathBuf;
@@ -43,8 +44,8 @@ pub static plugin_name: [u8; 7] = *b"binder\0";
 #[no_mangle]
 #[allow(non_upper_case_globals)]
 pub static plugin_type: [u8; 6] = *b"spank\0";
-/// `plugin_version`: the Slurm release built against (22.05); Slurm refuses a plugin of
-/// another major.minor release.
+/// `plugin_version`: the Slurm release built against (its `slurm_version.h`, read by
+/// `build.rs`); Slurm refuses a plugin of another major.minor release.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
 pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
@@ -53,8 +54,26 @@ pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
 #[allow(non_upper_case_globals)]
 pub static spank_plugin_version: u32 = 0;
 
-/// `SLURM_VERSION_NUMBER` of Debian 12's Slurm (22.05.8).
-pub const SLURM_VERSION_NUMBER: u32 = 0x16_05_08;
+/// `SLURM_VERSION_NUMBER` of the Slurm this plugin is built against (`build.rs` reads
+/// it from `slurm/slurm_version.h`: `SLURM_INCLUDE_DIR`, pkg-config, `/usr/include`);
+/// 0 when no header was found, which no Slurm loads.
+pub const SLURM_VERSION_NUMBER: u32 = decimal(env!("BINDER_SLURM_VERSION_NUMBER"));
+
+/// A decimal number at compile time (what `build.rs` writes).
+const fn decimal(text: &str) -> u32 {
+    let bytes = text.as_bytes();
+    let mut value: u32 = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(
+            bytes[i].is_ascii_digit(),
+            "build.rs writes a decimal number"
+        );
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
 
 /// hwloc's variables that change what it discovers, taken from the job's environment.
 const HWLOC_VARS: [&str; 7] = [
@@ -242,6 +261,47 @@ fn setenv(sp: Spank, name: &str, value: Option<&str>) {
     }
 }
 
+/// Removes binder's own variables that `vars` (what binder set for this task) does not
+/// set: a stale `BINDER_CPUS` from an outer binder (the shell that ran `srun`) must
+/// not describe this task.
+fn scrub(sp: Spank, vars: &[(String, String)]) {
+    for stale in binder_core::launch::env::OWN {
+        if !vars.iter().any(|(k, _)| k == stale) && getenv(sp, stale).is_some() {
+            setenv(sp, stale, None);
+        }
+    }
+}
+
+/// The task's command (`S_JOB_ARGV[0]`), when Slurm gives it.
+fn argv0(sp: Spank) -> Option<String> {
+    let mut argc: c_int = 0;
+    let mut argv: *mut *mut c_char = std::ptr::null_mut();
+    // SAFETY: S_JOB_ARGV is read through an `int *` and a `char ***` (spank.h); Slurm
+    // keeps the vector for the step's life.
+    let rc = unsafe {
+        ffi::spank_get_item(
+            sp,
+            ffi::item::S_JOB_ARGV,
+            &mut argc as *mut c_int,
+            &mut argv as *mut *mut *mut c_char,
+        )
+    };
+    if rc != ESPANK_SUCCESS || argc < 1 || argv.is_null() {
+        return None;
+    }
+    // SAFETY: `argv` holds `argc` >= 1 pointers.
+    let first = unsafe { *argv };
+    if first.is_null() {
+        return None;
+    }
+    // SAFETY: a valid C string Slurm owns, copied at once.
+    Some(
+        unsafe { CStr::from_ptr(first) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
 /// Ends the task before exec with binder's refusal line on its stderr.
 fn refuse(why: &str) -> ! {
     binder_core::text::emit(&mut std::io::stderr(), why);
@@ -250,14 +310,15 @@ fn refuse(why: &str) -> ! {
     unsafe { libc::_exit(binder_core::exit_code::REFUSED) }
 }
 
-/// The `SLURM_CPU_BIND_TYPE` srun handed over (`None`: the user asked for no binding),
-/// read in `slurm_spank_user_init`, before Slurm's task plugin writes the binding it
-/// chose itself (task/affinity's implicit auto binding, or `none` rewritten to
-/// `mask_cpu`) into each task's environment. Tasks are forked after it is set.
-static USER_BIND: OnceLock<Option<String>> = OnceLock::new();
+/// What slurmstepd's step environment says in `slurm_spank_user_init`, once per step,
+/// before Slurm's task plugin writes the binding it chose itself (task/affinity's implicit
+/// auto binding, or `none` rewritten to `mask_cpu`) and its gres code each task's own
+/// GPUs (`--gpus-per-task`, `--gpu-bind`) into each task's environment. Tasks are forked
+/// after it is set.
+static STEP_ENV: OnceLock<task::StepEnv> = OnceLock::new();
 
 /// `slurm_spank_user_init`: in slurmstepd, once per step, before the tasks are forked:
-/// keeps what binding the user typed.
+/// keeps what binding the user typed and the step's GPUs.
 ///
 /// # Safety
 /// Called by Slurm with a valid handle.
@@ -269,7 +330,7 @@ pub unsafe extern "C" fn slurm_spank_user_init(
 ) -> c_int {
     // SAFETY: no arguments; Slurm's contract.
     if unsafe { ffi::spank_context() } == ffi::S_CTX_REMOTE {
-        let _ = USER_BIND.set(getenv(sp, "SLURM_CPU_BIND_TYPE"));
+        let _ = STEP_ENV.set(task::StepEnv::read(&|name| getenv(sp, name)));
     }
     0
 }
@@ -294,15 +355,26 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     });
     // What the user typed (`srun --cpu-bind=…`), as srun handed it over, read before
     // Slurm's task plugin wrote its own (implicit) binding into the task's environment.
-    let typed = USER_BIND.get().cloned().flatten();
+    let stepenv = STEP_ENV.get().cloned().unwrap_or_default();
+    let typed = stepenv.typed.clone();
     let asked = getopt(sp, 0);
-    let Some(request) = task::Request::of(asked, site.default.clone(), typed.as_deref()) else {
-        return 0;
+    let command = argv0(sp);
+    let step = task::Step {
+        asked: asked.as_deref(),
+        default: site.default.as_deref(),
+        typed: typed.as_deref(),
+        step: item(sp, ffi::item::S_JOB_STEPID).unwrap_or(0),
+        command: command.as_deref(),
     };
-    let request = task::Request {
-        report: getopt(sp, 1).is_some(),
-        verbose: getopt(sp, 2).is_some(),
-        ..request
+    let request = match step.decide() {
+        task::Decision::Bind(request) => request,
+        task::Decision::Refuse(why) => refuse(&why),
+        task::Decision::Stay => {
+            // What binder exports describes one task: never another step's (a batch
+            // script or a task that inherited them from a bound shell).
+            scrub(sp, &[]);
+            return 0;
+        }
     };
     let ids = (
         item(sp, ffi::item::S_TASK_ID),
@@ -322,7 +394,8 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         node,
         global: item(sp, ffi::item::S_TASK_GLOBAL_ID),
     };
-    let get = |name: &str| getenv(sp, name);
+    // The job's GPUs on this node are the step's, never one task's visible devices.
+    let get = |name: &str| stepenv.gpu_var(name).unwrap_or_else(|| getenv(sp, name));
     // hwloc reads its variables from this process's environment, which is slurmstepd's;
     // the job's (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM`, …) are what `srun binder` would
     // see, so they are copied in. This process is the task's, one thread, about to exec
@@ -357,19 +430,14 @@ pub unsafe extern "C" fn slurm_spank_task_init(
                 &mut std::io::stderr(),
                 &format!("warning: the site's default shape is not used for this task ({}); Slurm's binding stands", refusal.0),
             );
+            scrub(sp, &[]);
             0
         }
         Ok(Ok(vars)) => {
             for (name, value) in &vars {
                 setenv(sp, name, Some(value));
             }
-            // What binder did not set this time must not reach the task from an outer
-            // binder (a stale BINDER_CPUS).
-            for stale in binder_core::launch::env::OWN {
-                if !vars.iter().any(|(k, _)| k == stale) {
-                    setenv(sp, stale, None);
-                }
-            }
+            scrub(sp, &vars);
             0
         }
         Ok(Err(refusal)) => refuse(&refusal.0),

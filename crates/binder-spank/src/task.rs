@@ -36,28 +36,132 @@ pub struct Request {
     pub site_default: bool,
 }
 
-impl Request {
-    /// What this step asks of binder: `--binder` (`asked`), else the site's default
-    /// when the user typed no `--cpu-bind` of their own (`typed`: srun's
-    /// `SLURM_CPU_BIND_TYPE`, `None` when none was typed); `None`: binder stays out.
-    pub fn of(
-        asked: Option<String>,
-        default: Option<String>,
-        typed: Option<&str>,
-    ) -> Option<Request> {
-        let request = |shape, site_default| Request {
-            shape,
-            report: false,
-            verbose: false,
-            site_default,
+/// What the plugin does for one task of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Bind the task as the request says.
+    Bind(Request),
+    /// Leave the task to Slurm (and to a `binder` wrapper it runs): binder's own
+    /// variables from an outer task are removed, nothing else changes.
+    Stay,
+    /// Refuse the task with this line.
+    Refuse(String),
+}
+
+/// The words of `--binder` that opt a step out of the site's default.
+pub const OFF: [&str; 2] = ["off", "none"];
+
+/// What one step's task asks of the plugin (SEMANTICS §4.2).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Step<'a> {
+    /// `--binder` as given (`srun --binder=…`, or `sbatch`/`salloc --binder=…`, which
+    /// Slurm hands on to the job's steps).
+    pub asked: Option<&'a str>,
+    /// plugstack.conf's `default=`.
+    pub default: Option<&'a str>,
+    /// The `--cpu-bind` the user typed (srun's `SLURM_CPU_BIND_TYPE`), `None` when none.
+    pub typed: Option<&'a str>,
+    /// `S_JOB_STEPID`.
+    pub step: u32,
+    /// The task's command (`S_JOB_ARGV[0]`).
+    pub command: Option<&'a str>,
+}
+
+impl Step<'_> {
+    /// What to do with this task:
+    /// - the batch script, the extern step and an allocation's interactive shell are not
+    ///   tasks: nothing binds them, neither the site's default nor `sbatch --binder`
+    ///   (which binds the job's steps);
+    /// - `--binder=off` (or `none`) opts a step out of the site's default;
+    /// - a task that runs the `binder` wrapper is the wrapper's to bind: the site's
+    ///   default stays out (the user's line wins), and `--binder` with the wrapper is one
+    ///   refusal naming both;
+    /// - else `--binder`, or the site's default when the user typed no `--cpu-bind`.
+    pub fn decide(&self) -> Decision {
+        let request = |shape: &str, site_default| {
+            Decision::Bind(Request {
+                shape: shape.to_owned(),
+                report: false,
+                verbose: false,
+                site_default,
+            })
         };
-        match (asked, default) {
-            (Some(shape), _) => Some(request(shape, false)),
-            // `srun --cpu-bind=cores` (or `none`) under a site default: Slurm's.
-            (None, Some(_)) if typed.is_some_and(|t| !bind_words(t).is_empty()) => None,
-            (None, Some(shape)) => Some(request(shape, true)),
-            (None, None) => None,
+        if self.step >= crate::ffi::SLURM_INTERACTIVE_STEP {
+            return Decision::Stay;
         }
+        let wrapper = self.command.filter(|c| is_wrapper(c));
+        match (self.asked, self.default) {
+            (Some(off), _) if OFF.contains(&off) => Decision::Stay,
+            (Some(shape), _) => match wrapper {
+                Some(command) => Decision::Refuse(format!(
+                    "--binder={} (srun's, or sbatch's handed on to the steps) and the wrapper `{}` both bind this task; drop --binder (the wrapper binds it), or run the command without the wrapper",
+                    binder_core::text::printable(shape, 80),
+                    binder_core::text::printable(command, 80)
+                )),
+                None => request(shape, false),
+            },
+            (None, Some(_)) if wrapper.is_some() => Decision::Stay,
+            // `srun --cpu-bind=cores` (or `none`) under a site default: Slurm's.
+            (None, Some(_)) if self.typed.is_some_and(|t| !bind_words(t).is_empty()) => {
+                Decision::Stay
+            }
+            (None, Some(shape)) => request(shape, true),
+            (None, None) => Decision::Stay,
+        }
+    }
+}
+
+/// Whether a task's command is binder's wrapper (`binder`, `binder-full`, by any path).
+fn is_wrapper(command: &str) -> bool {
+    let name = command.rsplit('/').next().unwrap_or(command);
+    name == "binder" || name == "binder-full"
+}
+
+/// The step's environment as slurmstepd has it before forking the tasks
+/// (`slurm_spank_user_init`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepEnv {
+    /// The `--cpu-bind` the user typed (`SLURM_CPU_BIND_TYPE` as srun handed it over),
+    /// `None` when none was typed or srun derived it from `--hint`, `--ntasks-per-core`
+    /// or `--threads-per-core` (SEMANTICS §4.2: a derived binding is not a typed one).
+    pub typed: Option<String>,
+    /// The step's GPU variables (`binder_core::vendor::GPU_GRANT_VARS`), `None` where
+    /// unset: Slurm rewrites them per task under `--gpus-per-task` and `--gpu-bind`, so
+    /// a task's own are one task's devices, not the job's GPUs on this node.
+    pub gpus: Vec<(&'static str, Option<String>)>,
+}
+
+impl StepEnv {
+    /// Reads the step's environment.
+    pub fn read(get: &dyn Fn(&str) -> Option<String>) -> StepEnv {
+        let kind = get("SLURM_CPU_BIND_TYPE");
+        // srun exports SLURM_THREADS_PER_CORE for --hint=nomultithread|compute_bound|
+        // memory_bound and --threads-per-core, SLURM_NTASKS_PER_CORE for
+        // --ntasks-per-core and --hint=multithread, and then sets the binding to
+        // `threads` or `cores` itself; a `--cpu-bind` the user typed beside them wins
+        // in srun, which then exports neither.
+        let derived = kind.as_deref().is_some_and(|k| {
+            let words = bind_words(k);
+            !words.is_empty() && words.iter().all(|w| *w == "threads" || *w == "cores")
+        }) && ["SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_CORE"]
+            .iter()
+            .any(|v| get(v).is_some());
+        StepEnv {
+            typed: kind.filter(|_| !derived),
+            gpus: binder_core::vendor::GPU_GRANT_VARS
+                .iter()
+                .map(|&name| (name, get(name)))
+                .collect(),
+        }
+    }
+
+    /// The step's value of a GPU variable (`Some(None)`: unset for the step), `None` for
+    /// any other name or when the step's were not read.
+    pub fn gpu_var(&self, name: &str) -> Option<Option<String>> {
+        self.gpus
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
     }
 }
 
@@ -304,25 +408,150 @@ mod tests {
         assert!(slurm_binds_too(Some("cores")).is_some());
     }
 
+    fn decide(asked: Option<&str>, typed: Option<&str>, step: u32, command: &str) -> Decision {
+        Step {
+            asked,
+            default: Some("cores-packed"),
+            typed,
+            step,
+            command: Some(command),
+        }
+        .decide()
+    }
+
+    fn bound(d: Decision) -> Option<(String, bool)> {
+        match d {
+            Decision::Bind(r) => Some((r.shape, r.site_default)),
+            _ => None,
+        }
+    }
+
     #[test]
     fn a_site_default_yields_to_a_typed_binding() {
-        let shape = |r: Option<Request>| r.map(|r| (r.shape, r.site_default));
-        let d = || Some("cores-packed".to_owned());
         // --binder wins whatever the site says; the conflict is bind()'s to refuse.
-        let asked = Request::of(Some("x.yaml".into()), d(), Some("cores"));
-        assert_eq!(shape(asked), Some(("x.yaml".into(), false)));
+        let asked = decide(Some("x.yaml"), Some("cores"), 0, "./app");
+        assert_eq!(bound(asked), Some(("x.yaml".into(), false)));
         // The default only where the user typed no binding of their own.
+        let plain = |typed| bound(decide(None, typed, 0, "./app"));
+        assert_eq!(plain(None), Some(("cores-packed".into(), true)));
+        assert_eq!(plain(Some("quiet")), Some(("cores-packed".into(), true)));
+        assert_eq!(plain(Some("cores")), None);
+        assert_eq!(plain(Some("none")), None);
+        let nothing = Step {
+            step: 0,
+            ..Step::default()
+        };
+        assert_eq!(nothing.decide(), Decision::Stay);
+    }
+
+    #[test]
+    fn derived_bindings_are_not_typed() {
+        let read = |vars: &[(&str, &str)]| {
+            let get = |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            };
+            StepEnv::read(&get).typed
+        };
+        // What srun exports for --hint=nomultithread, --ntasks-per-core=1,
+        // --threads-per-core=1 and --hint=multithread (seen on Slurm 22.05).
+        for derived in [
+            [
+                ("SLURM_CPU_BIND_TYPE", "threads"),
+                ("SLURM_THREADS_PER_CORE", "1"),
+            ],
+            [
+                ("SLURM_CPU_BIND_TYPE", "cores"),
+                ("SLURM_NTASKS_PER_CORE", "1"),
+            ],
+            [
+                ("SLURM_CPU_BIND_TYPE", "cores"),
+                ("SLURM_THREADS_PER_CORE", "1"),
+            ],
+            [
+                ("SLURM_CPU_BIND_TYPE", "threads"),
+                ("SLURM_NTASKS_PER_CORE", "65535"),
+            ],
+        ] {
+            assert_eq!(read(&derived), None, "{derived:?}");
+        }
+        // Typed: srun exports no hint variable beside it, or the words are not a hint's.
         assert_eq!(
-            shape(Request::of(None, d(), None)),
-            Some(("cores-packed".into(), true))
+            read(&[("SLURM_CPU_BIND_TYPE", "cores")]).as_deref(),
+            Some("cores")
         );
         assert_eq!(
-            shape(Request::of(None, d(), Some("quiet"))),
-            Some(("cores-packed".into(), true))
+            read(&[
+                ("SLURM_CPU_BIND_TYPE", "map_cpu:"),
+                ("SLURM_THREADS_PER_CORE", "1")
+            ])
+            .as_deref(),
+            Some("map_cpu:")
         );
-        assert_eq!(shape(Request::of(None, d(), Some("cores"))), None);
-        assert_eq!(shape(Request::of(None, d(), Some("none"))), None);
-        assert_eq!(shape(Request::of(None, None, None)), None);
+        assert_eq!(read(&[]), None);
+    }
+
+    #[test]
+    fn the_step_gpus_answer_for_every_task() {
+        let get = |k: &str| match k {
+            "SLURM_STEP_GPUS" | "CUDA_VISIBLE_DEVICES" => Some("0,1".to_owned()),
+            _ => None,
+        };
+        let step = StepEnv::read(&get);
+        assert_eq!(
+            step.gpu_var("CUDA_VISIBLE_DEVICES"),
+            Some(Some("0,1".into()))
+        );
+        assert_eq!(step.gpu_var("ROCR_VISIBLE_DEVICES"), Some(None));
+        assert_eq!(step.gpu_var("PATH"), None);
+        assert_eq!(StepEnv::default().gpu_var("CUDA_VISIBLE_DEVICES"), None);
+    }
+
+    #[test]
+    fn batch_extern_and_interactive_steps_are_not_tasks() {
+        use crate::ffi::*;
+        for step in [
+            SLURM_BATCH_SCRIPT,
+            SLURM_EXTERN_CONT,
+            SLURM_INTERACTIVE_STEP,
+            SLURM_PENDING_STEP,
+        ] {
+            // Neither the site's default nor `sbatch --binder` binds them.
+            assert_eq!(decide(None, None, step, "/bin/bash"), Decision::Stay);
+            assert_eq!(decide(Some("x"), None, step, "/bin/bash"), Decision::Stay);
+        }
+        // A job's steps are.
+        assert!(bound(decide(Some("x"), None, 0, "./app")).is_some());
+        assert!(bound(decide(None, None, 12, "./app")).is_some());
+    }
+
+    #[test]
+    fn off_opts_out_of_the_default() {
+        for off in OFF {
+            assert_eq!(decide(Some(off), None, 0, "./app"), Decision::Stay);
+        }
+    }
+
+    #[test]
+    fn the_wrapper_binds_its_own_task() {
+        // The site's default stays out of the README's wrapper line.
+        for wrapper in [
+            "binder",
+            "/usr/local/bin/binder",
+            "target/release/binder-full",
+        ] {
+            assert_eq!(decide(None, None, 0, wrapper), Decision::Stay);
+            // Two explicit requests: one line naming both.
+            match decide(Some("one.yaml"), None, 0, wrapper) {
+                Decision::Refuse(line) => {
+                    assert!(line.contains("--binder=one.yaml"), "{line}");
+                    assert!(line.contains(wrapper), "{line}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(bound(decide(None, None, 0, "/opt/binderx")).is_some());
     }
 
     #[test]

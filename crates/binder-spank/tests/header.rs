@@ -32,7 +32,7 @@ fn c_values(names: &[&str]) -> Option<Vec<u64>> {
         .map(|n| format!("printf(\"%llu\\n\", (unsigned long long)({n}));\n"))
         .collect();
     let source = format!(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <slurm/spank.h>\nint main(void) {{\n{prints}return 0;\n}}\n"
+        "#include <stdio.h>\n#include <stddef.h>\n#include <slurm/spank.h>\n#include <slurm/slurm.h>\nint main(void) {{\n{prints}return 0;\n}}\n"
     );
     std::fs::write(dir.join("h.c"), source).unwrap();
     let built = Command::new("cc")
@@ -60,8 +60,13 @@ fn ffi_matches_spank_h() {
         "S_JOB_STEPID",
         "S_JOB_NODEID",
         "S_JOB_LOCAL_TASK_COUNT",
+        "S_JOB_ARGV",
         "S_TASK_ID",
         "S_TASK_GLOBAL_ID",
+        "SLURM_INTERACTIVE_STEP",
+        "SLURM_BATCH_SCRIPT",
+        "SLURM_EXTERN_CONT",
+        "SLURM_PENDING_STEP",
         "S_CTX_REMOTE",
         "ESPANK_SUCCESS",
         "sizeof(struct spank_option)",
@@ -75,8 +80,13 @@ fn ffi_matches_spank_h() {
         ffi::item::S_JOB_STEPID as u64,
         ffi::item::S_JOB_NODEID as u64,
         ffi::item::S_JOB_LOCAL_TASK_COUNT as u64,
+        ffi::item::S_JOB_ARGV as u64,
         ffi::item::S_TASK_ID as u64,
         ffi::item::S_TASK_GLOBAL_ID as u64,
+        u64::from(ffi::SLURM_INTERACTIVE_STEP),
+        u64::from(ffi::SLURM_BATCH_SCRIPT),
+        u64::from(ffi::SLURM_EXTERN_CONT),
+        u64::from(ffi::SLURM_PENDING_STEP),
         ffi::S_CTX_REMOTE as u64,
         ffi::ESPANK_SUCCESS as u64,
         size_of::<ffi::SpankOption>() as u64,

@@ -170,6 +170,7 @@ pub fn claim<'l, P: Planner>(
         claimed: None,
         original: None,
         warned: Cell::new(false),
+        lineage: std::cell::OnceCell::new(),
     };
     match flow.run(env, planner, err) {
         Ok((view, id)) => Ok(Claimed {
@@ -204,6 +205,9 @@ struct Flow<'a, 'j> {
     original: Option<Vec<usize>>,
     /// Whether the partial-scan and hidden-/proc warnings were printed (once a launch).
     warned: Cell<bool>,
+    /// This process and its ancestors (`Procs::lineage`), read once when a scan first
+    /// finds a holder: what they hold is this task's envelope, not another job's.
+    lineage: std::cell::OnceCell<Vec<(u32, u64)>>,
 }
 
 impl Flow<'_, '_> {
@@ -361,6 +365,7 @@ impl Flow<'_, '_> {
         self.ledger
             .scan_own(own, Some(part), self.procs, now, hz, &mut scan);
         self.ledger.scan_others(self.procs, &mut scan);
+        self.not_mine(&mut scan.holders);
         if let Some(why) = &scan.incomplete {
             if self.ledger.required() {
                 return Err(Stopped::Error(LedgerError::Required(why.clone()).into()));
@@ -390,6 +395,19 @@ impl Flow<'_, '_> {
         Ok(scan)
     }
 
+    /// Drops the holders that are this process or one of its ancestors: a claim of the
+    /// task's own process (a plugin bound it before the wrapper ran in it) or of an
+    /// enclosing job's process (a bound batch shell, a Flux broker) is the envelope this
+    /// task runs in, never a competitor (SEMANTICS §4.2). Costs nothing while nobody
+    /// holds anything.
+    fn not_mine(&self, holders: &mut Vec<ledger::Holder>) {
+        if holders.is_empty() {
+            return;
+        }
+        let lineage = self.lineage.get_or_init(|| self.procs.lineage());
+        holders.retain(|h| !lineage.contains(&(h.claim.pid, h.claim.start)));
+    }
+
     /// A fresh plan for job `id` (this rank's view) around what `scan` holds and this
     /// job's own running ranks, recorded for the job's other ranks.
     #[allow(clippy::too_many_arguments)]
@@ -409,6 +427,7 @@ impl Flow<'_, '_> {
             self.ledger
                 .scan_own(own, None, self.procs, now, hz, &mut mine);
             mine.holders.retain(|h| h.claim.job == *id);
+            self.not_mine(&mut mine.holders);
         }
         let avoid = Avoid {
             cpus: mine.cpus(),
@@ -473,6 +492,7 @@ impl Flow<'_, '_> {
         loop {
             let mut again = Scan::new(self.ledger.uid());
             self.ledger.scan_others(self.procs, &mut again);
+            self.not_mine(&mut again.holders);
             for h in &mut again.holders {
                 if known.contains(&(h.claim.pid, h.claim.start)) {
                     h.claim.gpus.clear();

@@ -51,6 +51,9 @@ pub struct Other {
     pub threads: Vec<Vec<usize>>,
 }
 
+/// The most ancestors [`Procs::lineage`] walks (a deeper tree is cut there).
+pub const MAX_LINEAGE: usize = 64;
+
 /// Reads processes; [`Real`] reads `/proc`.
 pub trait Procs {
     /// This process's PID.
@@ -59,6 +62,20 @@ pub trait Procs {
     fn stat(&self, pid: u32) -> Option<Stat>;
     /// A process's status, `None` when it does not exist or cannot be read.
     fn status(&self, pid: u32) -> Option<Status>;
+    /// This process and its ancestors, as (PID, start time), nearest first, at most
+    /// [`MAX_LINEAGE`] of them: a task runs inside what they hold (a plugin that bound
+    /// this process before a wrapper ran in it, a bound batch shell or broker), so their
+    /// claims are its envelope, never another job's (SEMANTICS §4.2).
+    fn lineage(&self) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        let mut pid = self.me();
+        while pid > 1 && out.len() < MAX_LINEAGE {
+            let Some(stat) = self.stat(pid) else { break };
+            out.push((pid, stat.start));
+            pid = stat.ppid;
+        }
+        out
+    }
     /// Every thread's affinity (`/proc/PID/task/*/status`, at most `MAX_THREADS`
     /// threads), `None` when the process cannot be read. A task is held where *any* of
     /// its threads may run, so the main thread's list alone is not enough.

@@ -1,0 +1,201 @@
+//! One job, many fronts (SEMANTICS §4.2) under the SPANK plugin with a site's
+//! `default=`, as sites run it: an `sbatch` script whose batch shell is never bound and
+//! whose plugin, wrapper, plain and opted-out steps each get what they asked for;
+//! `sbatch --binder`; `--binder=off`; bindings srun derives from `--hint` or
+//! `--ntasks-per-core`, which are not a typed `--cpu-bind`; GPUs Slurm gives per task.
+
+use std::collections::BTreeMap;
+use std::process::Output;
+
+use super::{promised, Slurm};
+use crate::common;
+
+/// Prints `tag|step|rank|affinity|BINDER_CPUS|CUDA_VISIBLE_DEVICES` from inside a task.
+const TAGGED: &str = r#"printf '%s|%s|%s|%s|%s|%s\n' "$TAG" "$SLURM_STEP_ID" "$SLURM_PROCID" "$(grep Cpus_allowed_list /proc/self/status | cut -f2)" "$BINDER_CPUS" "$CUDA_VISIBLE_DEVICES""#;
+
+/// `tag -> rank -> [step, affinity, BINDER_CPUS, CUDA_VISIBLE_DEVICES]`.
+type Seen = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+fn seen(text: &str) -> Seen {
+    let mut out = Seen::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        if f.len() == 6 {
+            out.entry(f[0].to_owned()).or_default().insert(
+                f[2].to_owned(),
+                f[1..].iter().map(|s| s.to_string()).collect(),
+            );
+        }
+    }
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `script` with `sbatch --wait ARGS` and returns its output file.
+fn sbatch(slurm: &Slurm, ledger: &std::path::Path, args: &[&str], script: &str) -> String {
+    let dir = common::scratch().join(format!("steps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("job.sh");
+    std::fs::write(
+        &file,
+        script.replace("$PROBE", &dir.join("probe.sh").display().to_string()),
+    )
+    .unwrap();
+    std::fs::write(dir.join("probe.sh"), format!("{TAGGED}\n")).unwrap();
+    let out = dir.join("job.out");
+    let _ = std::fs::remove_file(&out);
+    let mut cmd = std::process::Command::new("sbatch");
+    for (key, _) in std::env::vars() {
+        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
+            cmd.env_remove(key);
+        }
+    }
+    let status = cmd
+        .current_dir(common::root())
+        .env("SLURM_CONF", &slurm.conf)
+        .env("BINDER_LEDGER_DIR", ledger)
+        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
+        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
+        // A stale variable from the shell that submits: never a task's.
+        .env("BINDER_CPUS", "7")
+        .args(["--wait", "-o"])
+        .arg(&out)
+        .args(args)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    eprintln!(
+        "sbatch {args:?}:\n{text}\n{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    text
+}
+
+/// The batch script: its own shell, then a plugin step, a wrapper step, a plain step and
+/// an opted-out step, each tagged (`$PROBE`: the probe's file, written beside it).
+fn script() -> String {
+    let binder = common::binder_exe();
+    format!(
+        "#!/bin/sh\nexport TAG\nTAG=batch sh $PROBE\n\
+         TAG=plugin srun -n2 --binder=cores-packed sh $PROBE\n\
+         TAG=wrapper srun -n2 {binder} shapes/cores-packed.yaml -- sh $PROBE\n\
+         TAG=plain srun -n2 sh $PROBE\n\
+         TAG=off srun -n2 --binder=off sh $PROBE\n"
+    )
+}
+
+/// Under `default=cores-packed` on a 2-CPU node: the batch shell, the steps.
+pub(super) fn batch_and_steps(slurm: &Slurm, constrain: &str) {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        eprintln!("SKIPPED: the batch-script case needs 2 CPUs");
+        return;
+    }
+    let ledger = common::private_ledger();
+    let want = promised("shapes/cores-packed.yaml", 2);
+    let out = sbatch(slurm, &ledger, &["-n2"], &script());
+    let s = seen(&out);
+    let what = format!("ConstrainCores={constrain}: sbatch -n2 under default=\n{out}");
+    // The batch shell is not a task: the job's CPUs, and no stale BINDER_CPUS.
+    let batch = &s["batch"]["0"];
+    assert_eq!(batch[2], "0-1", "the batch shell was bound: {what}");
+    assert_eq!(batch[3], "", "BINDER_CPUS reached the batch shell: {what}");
+    // Plugin, wrapper and the default on a plain step bind each rank as the dry-run says.
+    for tag in ["plugin", "wrapper", "plain"] {
+        let ranks = s
+            .get(tag)
+            .unwrap_or_else(|| panic!("no {tag} step: {what}"));
+        assert_eq!(ranks.len(), 2, "{tag}: {what}");
+        for (rank, f) in ranks {
+            let want = &want[&rank.parse::<usize>().unwrap()];
+            assert_eq!(&f[2], want, "{tag} rank {rank} affinity: {what}");
+            assert_eq!(&f[3], want, "{tag} rank {rank} BINDER_CPUS: {what}");
+        }
+    }
+    // --binder=off: Slurm's binding, none of binder's variables.
+    for (rank, f) in &s["off"] {
+        assert_eq!(f[3], "", "off rank {rank}: {what}");
+    }
+    assert!(!out.contains("binder:"), "a refusal or warning: {what}");
+
+    // sbatch --binder binds the job's steps (Slurm hands the option on), not the batch
+    // shell; the wrapper beside it is one refusal naming both.
+    let out = sbatch(slurm, &ledger, &["-n2", "--binder=cores-packed"], &script());
+    let s = seen(&out);
+    let what = format!("ConstrainCores={constrain}: sbatch --binder\n{out}");
+    assert_eq!(
+        s["batch"]["0"][2], "0-1",
+        "the batch shell was bound: {what}"
+    );
+    for (rank, f) in &s["plain"] {
+        assert_eq!(&f[3], &want[&rank.parse::<usize>().unwrap()], "{what}");
+    }
+    assert!(!s.contains_key("wrapper"), "the wrapper ran: {what}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("binder: ")).collect();
+    assert!(
+        !lines.is_empty()
+            && lines
+                .iter()
+                .all(|l| l.contains("--binder=cores-packed") && l.contains("wrapper")),
+        "{what}"
+    );
+
+    // Bindings srun derives from --hint / --ntasks-per-core are not a typed --cpu-bind.
+    for derived in [
+        "--hint=nomultithread",
+        "--ntasks-per-core=1",
+        "--threads-per-core=1",
+    ] {
+        let out = super::spank::srun(&slurm.conf, &ledger, &["-n1", derived])
+            .env("TAG", "derived")
+            .args(["--binder=cores-packed", "sh", "-c", TAGGED])
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(out.status.success(), "srun {derived} --binder: {all}");
+        let f = &seen(&all)["derived"]["0"];
+        assert!(!f[3].is_empty() && f[2] == f[3], "srun {derived}: {all}");
+    }
+}
+
+/// GPUs Slurm gives each task (`--gpus-per-task`, `--gpu-bind`): the job's GPUs on this
+/// node are the step's; binder plans within them and sets each task's devices. Two fake
+/// GPUs in Slurm, the shared g4dn XML's T4s in hwloc (devices only: the XML is not this
+/// host's CPUs).
+pub(super) fn gpus_per_task(slurm: &Slurm) {
+    let Some(shared) = common::shared() else {
+        return;
+    };
+    let xml = common::topology(&shared, "aws-g4dn-metal-2s-48c-smt2-8t4.xml");
+    let ledger = common::private_ledger();
+    for gpus in [
+        &["--gpus-per-task=1"][..],
+        &["--gpus=2", "--gpu-bind=single:1"],
+        &["--gpus=2", "--gpu-bind=map_gpu:1,0"],
+    ] {
+        let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--overcommit"])
+            .args(gpus)
+            .env("HWLOC_XMLFILE", &xml)
+            .env("HWLOC_THISSYSTEM", "1")
+            .env("TAG", "gpu")
+            .args(["--binder=gpu-devices-only", "sh", "-c", TAGGED])
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(out.status.success(), "srun {gpus:?}: {all}");
+        let s = seen(&all);
+        let devices: Vec<&str> = s["gpu"].values().map(|f| f[4].as_str()).collect();
+        // One T4 each, in PCI order, as binder's plan of the step's two GPUs says.
+        assert_eq!(devices, ["0", "1"], "srun {gpus:?}: {all}");
+        eprintln!("srun {gpus:?} --binder=gpu-devices-only: {devices:?}");
+    }
+}
