@@ -335,3 +335,79 @@ fn plugin_gpus_from_the_jobs_r() {
     lines.sort();
     assert_eq!(lines, ["0|0|0", "1|1|1"], "{got:?}");
 }
+
+/// SEMANTICS §4.2: a Flux instance on part of the node numbers its cores from 0 (its
+/// topology is restricted to its broker's binding); the plugin resolves R's cores through
+/// it. An instance started on CPU 1 (`taskset -c 1 flux start`), and a `flux alloc` whose
+/// core is 1 because another job holds core 0: every plugin job stays on CPU 1, as the
+/// wrapper does.
+#[test]
+fn plugin_inside_an_instance_on_part_of_the_node() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let Some(flux) = flux() else { return };
+    // The instance on CPU 1 alone.
+    let Some(got) = with_plugin(
+        1,
+        &format!(
+            "export RC\nexec taskset -c 1 {} start --test-size=1 sh -c 'flux run -n1 -o userrc=$RC -o binder=cores-packed sh -c \"$PROBE\"; flux run -n1 \"$BINDER\" shapes/cores-packed.yaml -- sh -c \"$PROBE\"'",
+            flux.display()
+        ),
+    ) else {
+        return;
+    };
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (_, r) in &got {
+        assert_eq!(
+            (r.affinity.as_str(), r.cpus.as_str()),
+            ("1", "1"),
+            "{got:?}"
+        );
+    }
+    // flux alloc on core 1 (a job holds core 0): plugin jobs inside it, a shape that
+    // leaves the task unbound (`bind: none` for rank 0 of master-worker: the job's core,
+    // not the node), and a declined site default (the job's core, Flux's -1 for GPUs).
+    let default_rc = common::private_ledger().with_extension("default.lua");
+    std::fs::write(
+        &default_rc,
+        format!(
+            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\", default = \"gpu-devices-only\" }} }}\n",
+            std::path::Path::new(common::binder_exe())
+                .with_file_name("libbinder_flux.so")
+                .display(),
+            root().join("shapes").display()
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        "export RC\nflux submit -n1 -c1 sleep 60 >/dev/null\n\
+         flux alloc -n1 -c1 sh -c 'flux run -n1 -o userrc=$RC -o binder=cores-packed sh -c \"$PROBE\"; \
+         flux run -n1 -o userrc=$RC -o binder=master-worker sh -c \"$PROBE\"; \
+         flux run -n1 -o userrc={} sh -c \"echo \\$FLUX_TASK_RANK\\|cvd=\\$CUDA_VISIBLE_DEVICES\\|x\\|\\$(grep Cpus_allowed_list /proc/self/status | cut -f2)\\|x\"'\n\
+         flux cancel --all",
+        default_rc.display()
+    );
+    let got = with_plugin(1, &script);
+    let _ = std::fs::remove_file(&default_rc);
+    let Some(got) = got else { return };
+    assert_eq!(got.len(), 3, "{got:?}");
+    // The plugin's job: bound to CPU 1 by binder.
+    assert_eq!(
+        (got[0].1.affinity.as_str(), got[0].1.cpus.as_str()),
+        ("1", "1"),
+        "{got:?}"
+    );
+    // bind: none keeps the job's core.
+    assert_eq!(
+        got[1].1.affinity, "1",
+        "bind: none ran outside the job: {got:?}"
+    );
+    // The declined default: the job's core, and what gpu-affinity exports without GPUs.
+    assert_eq!(got[2].1.local, "cvd=-1", "{got:?}");
+    assert_eq!(
+        got[2].1.affinity, "1",
+        "a declined default ran outside the job: {got:?}"
+    );
+}

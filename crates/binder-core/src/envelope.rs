@@ -51,9 +51,22 @@ pub struct Envelope {
     /// Or the cores, by hwloc's logical index, as a launcher that counts cores names them
     /// (Flux's R): the planner resolves them with the topology it loads anyway, so a
     /// launch from the node cache needs no hwloc for them.
-    pub cores: Option<Vec<usize>>,
+    pub cores: Option<Cores>,
     /// Where they came from.
     pub source: Source,
+}
+
+/// Cores a launcher names by logical index in its own numbering (SEMANTICS §4.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cores {
+    /// The indexes.
+    pub indexes: Vec<usize>,
+    /// The CPUs (OS numbers) of the instance whose topology numbers them, when it does
+    /// not own the whole node: a Flux instance started on part of the node (`flux alloc`,
+    /// `flux batch`, `taskset -c 1 flux start`) restricts its topology to its broker's
+    /// binding, so its core 0 is the first node core with a CPU in that set. `None`: the
+    /// node's own numbering.
+    pub instance: Option<Vec<usize>>,
 }
 
 /// How far up the process tree a daemon is looked for.
@@ -78,11 +91,15 @@ impl Envelope {
         }
     }
 
-    /// Cores (hwloc logical indexes) a plugin knows the job owns.
-    pub fn given_cores(cores: Vec<usize>, what: &str) -> Envelope {
+    /// Cores (hwloc logical indexes, in the numbering of an instance that owns
+    /// `instance`, or the node's) a plugin knows the job owns.
+    pub fn given_cores(cores: Vec<usize>, instance: Option<Vec<usize>>, what: &str) -> Envelope {
         Envelope {
             cpus: None,
-            cores: Some(cores),
+            cores: Some(Cores {
+                indexes: cores,
+                instance,
+            }),
             source: Source::Given(what.to_owned()),
         }
     }
@@ -144,7 +161,14 @@ impl Envelope {
     pub fn key(&self) -> String {
         match (&self.cpus, &self.cores) {
             (Some(cpus), _) => format!("\n#envelope:{}", cpu_list(cpus)),
-            (None, Some(cores)) => format!("\n#envelope-cores:{}", cpu_list(cores)),
+            (None, Some(cores)) => match &cores.instance {
+                Some(within) => format!(
+                    "\n#envelope-cores:{}@{}",
+                    cpu_list(&cores.indexes),
+                    cpu_list(within)
+                ),
+                None => format!("\n#envelope-cores:{}", cpu_list(&cores.indexes)),
+            },
             (None, None) => String::new(),
         }
     }
@@ -153,7 +177,14 @@ impl Envelope {
     pub fn describe(&self) -> String {
         let cpus = match (&self.cpus, &self.cores) {
             (Some(c), _) => format!("cpus {}", cpu_list(c)),
-            (None, Some(c)) => format!("cores {} (hwloc's logical indexes)", cpu_list(c)),
+            (None, Some(c)) => match &c.instance {
+                Some(within) => format!(
+                    "cores {} (logical indexes of the instance on cpus {})",
+                    cpu_list(&c.indexes),
+                    cpu_list(within)
+                ),
+                None => format!("cores {} (hwloc's logical indexes)", cpu_list(&c.indexes)),
+            },
             (None, None) => "the allowed set".to_owned(),
         };
         let from = match &self.source {
@@ -330,13 +361,21 @@ mod tests {
 
     #[test]
     fn cores_a_plugin_names_are_keyed_apart_from_cpus() {
-        let cores = Envelope::given_cores(vec![0, 1], "Flux's R for this node");
+        let cores = Envelope::given_cores(vec![0, 1], None, "Flux's R for this node");
         let cpus = Envelope::given(vec![0, 1], "x");
         assert_eq!(cores.key(), "\n#envelope-cores:0-1");
         assert_ne!(cores.key(), cpus.key());
         assert!(cores
             .describe()
             .contains("cores 0-1 (hwloc's logical indexes), from Flux's R"));
+        // An instance on part of the node numbers its own cores: keyed with its CPUs.
+        let inner = Envelope::given_cores(vec![0], Some(vec![1]), "Flux's R for this node");
+        assert_eq!(inner.key(), "\n#envelope-cores:0@1");
+        assert!(
+            inner.describe().contains("instance on cpus 1"),
+            "{}",
+            inner.describe()
+        );
     }
 
     #[test]

@@ -42,6 +42,10 @@ use shell::{Node, Request, Shell, Site};
 
 /// What `shell.init` left for the tasks: the plan, or the refusal every task reports.
 static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
+/// A declined site default: what Flux's cpu- and gpu-affinity would have given each
+/// task (the job's CPUs here, `CUDA_VISIBLE_DEVICES`), which binder gives it instead,
+/// since it turned them off before it could know.
+static FALLBACK: Mutex<Option<(Vec<usize>, String)>> = Mutex::new(None);
 /// The request, from `flux_plugin_init`.
 static REQUEST: Mutex<Option<(Request, Site)>> = Mutex::new(None);
 
@@ -179,7 +183,11 @@ fn node_of(shell: ShellPtr) -> Result<Node, String> {
         .filter(|_| rc == 0)
         .ok_or("the shell gave no rank info")?;
     let jobid = getenv(shell, "FLUX_JOB_ID").ok_or("the job has no FLUX_JOB_ID")?;
-    Node::from_rank_info(jobid, &json)
+    let mut node = Node::from_rank_info(jobid, &json)?;
+    // The shell runs with its broker's binding (the plugin turned the shell's own
+    // cpu-affinity off before it could bind the shell): the instance's CPUs.
+    node.instance = binder_core::procfs::affinity(None);
+    Ok(node)
 }
 
 /// `shell.init`: the node's plan, once.
@@ -212,13 +220,23 @@ unsafe extern "C" fn shell_init(
     let state = match prepared {
         Ok(Ok(shell)) => Ok(shell),
         // A site default that cannot be planned: the shell's own affinity, with one line.
+        // Flux's affinity plugins have run (turned off) by now: binder gives each task
+        // what they would have, the job's cores and GPUs here.
         Ok(Err(Refusal(why))) if site_default => {
-            say(&format!("warning: the site's default shape is not used for this job ({why}); Flux's own affinity stands"));
-            for name in [c"cpu-affinity", c"gpu-affinity"] {
-                // SAFETY: valid handle and C strings.
-                unsafe { ffi::flux_shell_setopt(shell, name.as_ptr(), c"\"on\"".as_ptr()) };
-            }
-            return 0;
+            let fallback = node_of(shell)
+                .map_err(Refusal)
+                .and_then(|node| Ok((shell::job_cpus(&node)?, shell::job_gpus(&node))));
+            return match fallback {
+                Ok(fallback) => {
+                    say(&format!("warning: the site's default shape is not used for this job ({why}); the job's cores and GPUs stand, as Flux's own affinity gives them"));
+                    *FALLBACK.lock().unwrap_or_else(|e| e.into_inner()) = Some(fallback);
+                    0
+                }
+                Err(Refusal(also)) => {
+                    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(format!("the site's default shape is not used for this job ({why}), and the job's own cores cannot be found ({also})")));
+                    0
+                }
+            };
         }
         Ok(Err(Refusal(why))) => Err(why),
         Err(_) => Err("internal error while planning this job (a bug: please report it)".into()),
@@ -255,12 +273,16 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
         return 0;
     };
     let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(Ok(prepared)) = state.as_ref() else {
-        return 0;
-    };
     let get = |name: &str| getenv(shell, name);
-    let Ok(vars) = prepared.task_env(local, rank, &get, &mut std::io::stderr()) else {
-        return 0; // task.exec reports it, and the task does not run
+    let vars = match state.as_ref() {
+        Some(Ok(prepared)) => match prepared.task_env(local, rank, &get, &mut std::io::stderr()) {
+            Ok(vars) => vars,
+            Err(_) => return 0, // task.exec reports it, and the task does not run
+        },
+        _ => match FALLBACK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some((_, gpus)) => vec![("CUDA_VISIBLE_DEVICES".to_owned(), gpus.clone())],
+            None => return 0,
+        },
     };
     // SAFETY: a valid task in `task.init`.
     let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
@@ -297,7 +319,16 @@ unsafe extern "C" fn task_exec(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     let shell = shell_of(p);
     let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let prepared = match state.as_ref() {
-        None => return 0,
+        None => {
+            if let Some((cpus, _)) = FALLBACK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                if let Err(e) = binder_core::launch::affinity::bind_cpus_raw(cpus) {
+                    refuse(&format!(
+                        "cannot bind to the job's cores as Flux would have: {e}"
+                    ));
+                }
+            }
+            return 0;
+        }
         Some(Err(why)) => refuse(why),
         Some(Ok(prepared)) => prepared,
     };

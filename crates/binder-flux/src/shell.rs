@@ -151,6 +151,10 @@ pub struct Node {
     pub cores: Vec<usize>,
     /// R's GPUs here: their indexes among the node's GPUs.
     pub gpus: Vec<usize>,
+    /// The CPUs of the Flux instance this job runs in (the shell's affinity, which is its
+    /// broker's: `flux alloc`, `flux batch` and `taskset -c 1 flux start` bind it), whose
+    /// restricted topology numbers R's cores (SEMANTICS §4.2); `None` when unknown.
+    pub instance: Option<Vec<usize>>,
 }
 
 impl Node {
@@ -180,6 +184,7 @@ impl Node {
             ntasks: info.ntasks,
             cores: set("cores", &info.resources.cores)?,
             gpus: set("gpus", info.resources.gpus.as_deref().unwrap_or(""))?,
+            instance: None,
         })
     }
 
@@ -282,9 +287,14 @@ impl Shell {
         };
         let grant =
             Grant::from_env(&grant_env).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
-        // R names cores by hwloc's logical index; the planner resolves them with the
-        // topology only when it plans (a node cache hit loads no hwloc at all).
-        let envelope = Envelope::given_cores(node.cores.clone(), "Flux's R for this node");
+        // R names cores by the instance's logical index (its topology is restricted to
+        // its broker's binding); the planner resolves them with the topology only when it
+        // plans (a node cache hit loads no hwloc at all).
+        let envelope = Envelope::given_cores(
+            node.cores.clone(),
+            node.instance.clone(),
+            "Flux's R for this node",
+        );
         let key = job_text(
             &text,
             &Requests::default(),
@@ -397,6 +407,24 @@ impl Shell {
     }
 }
 
+/// The job's CPUs on this node (OS numbers): R's cores, resolved through the instance's
+/// numbering (SEMANTICS §4.2) on this host's topology. What Flux's own `cpu-affinity`
+/// binds a task to, and so what a task binder leaves unbound keeps (`bind: none`, a
+/// declined site default).
+pub fn job_cpus(node: &Node) -> Result<Vec<usize>, Refusal> {
+    let t = binder_host::load(&Source::Host, false).map_err(PlanError::from)?;
+    Ok(t.cores_pus(&node.cores, node.instance.as_deref()))
+}
+
+/// What Flux's `gpu-affinity` would have exported: R's GPUs here, or `-1` for none.
+pub fn job_gpus(node: &Node) -> String {
+    if node.gpus.is_empty() {
+        return "-1".into();
+    }
+    let ids: Vec<String> = node.gpus.iter().map(ToString::to_string).collect();
+    ids.join(",")
+}
+
 /// This host's topology, refused when hwloc describes another machine.
 fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
     let t = binder_host::for_shape(shape, &Source::Host, None)?;
@@ -470,6 +498,14 @@ impl<'a> Front for Task<'a> {
         } else {
             None
         };
+        // `bind: none`: the job's cores, as Flux's cpu-affinity (which the plugin turned
+        // off) would have bound it, never the whole node.
+        if !view.is_bound() {
+            let cpus = job_cpus(&self.shell.node)?;
+            if !cpus.is_empty() {
+                binder_core::launch::affinity::bind_cpus_raw(&cpus)?;
+            }
+        }
         Ok(binder_host::hostbind::prepare(
             view,
             topology.as_ref(),

@@ -93,7 +93,11 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
             self.grant = grant.place_mig(binder_core::vendor::nvidia_listing);
         }
         let t = (self.load)(self.shape)?;
-        let cores = job.envelope.cores.as_deref().map(|c| t.cores_pus(c));
+        let cores = job
+            .envelope
+            .cores
+            .as_ref()
+            .map(|c| t.cores_pus(&c.indexes, c.instance.as_deref()));
         Ok(t.within(job.envelope.cpus.as_deref().or(cores.as_deref()))
             .map_err(PlanError::from)?)
     }

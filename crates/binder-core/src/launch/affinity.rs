@@ -8,7 +8,7 @@ use crate::cpulist::cpu_list;
 /// `sched_setaffinity`, with a mask as large as the highest CPU needs (no 1024-CPU
 /// `cpu_set_t` limit), then reads it back. The warm path of the node cache uses this, so
 /// a cache hit never loads a topology.
-pub(crate) fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
+pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
     let words = cpus.iter().max().map_or(1, |m| m / 64 + 1);
     let mut mask = vec![0u64; words];
     for &c in cpus {

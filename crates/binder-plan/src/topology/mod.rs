@@ -91,13 +91,25 @@ impl Topology {
 
     /// The PUs (OS numbers, ascending) of the cores with these logical indexes, as a
     /// launcher that counts cores names them (Flux's R: `resources.cores` is hwloc's
-    /// logical core index); an index past the last core adds nothing.
-    pub fn cores_pus(&self, cores: &[usize]) -> Vec<usize> {
-        let all: Vec<&TopologyObject> = self.hw.objects_with_type(ObjectType::Core).collect();
+    /// logical core index); an index past the last core adds nothing. `instance`: the CPUs
+    /// of the instance whose restricted topology numbers them (SEMANTICS §4.2), `None`:
+    /// the node's numbering.
+    pub fn cores_pus(&self, cores: &[usize], instance: Option<&[usize]>) -> Vec<usize> {
+        let instance: Option<CpuSet> = instance.map(|c| c.iter().copied().collect());
+        // An instance restricted to its CPUs (hwloc's restrict, as Flux's resource module
+        // loads its topology) keeps the cores that have one of them, in the node's order,
+        // and numbers them from 0.
+        let all: Vec<CpuSet> = self
+            .hw
+            .objects_with_type(ObjectType::Core)
+            .map(cpus)
+            .filter(|set| instance.as_ref().is_none_or(|i| set.intersects(i)))
+            .collect();
         let mut pus: Vec<usize> = cores
             .iter()
             .filter_map(|&i| all.get(i))
-            .flat_map(|core| cpus(core).to_vec())
+            .flat_map(|set| set.to_vec())
+            .filter(|pu| instance.as_ref().is_none_or(|i| i.is_set(*pu)))
             .collect();
         pus.sort_unstable();
         pus.dedup();
