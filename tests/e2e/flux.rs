@@ -411,3 +411,28 @@ fn plugin_inside_an_instance_on_part_of_the_node() {
         "a declined default ran outside the job: {got:?}"
     );
 }
+
+/// SEMANTICS §4.2, orphans never widen: a wrapper whose parent exits before it starts
+/// (`(binder … &)`) has no flux-shell among its ancestors; it keeps the job's core it
+/// inherited, never the node (another job holds core 0 here).
+#[test]
+fn an_orphaned_wrapper_keeps_its_jobs_core() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null
+flux run -n1 -c1 sh -c '( "$BINDER" shapes/cores-packed.yaml -- sh -c "sleep 0.5; $PROBE" & ) ; exit 0'
+sleep 1
+flux cancel --all"#;
+    let Some(got) = instance(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 1, "{got:?}");
+    let r = &got[0].1;
+    assert_eq!(
+        (r.affinity.as_str(), r.cpus.as_str()),
+        ("1", "1"),
+        "{got:?}"
+    );
+}

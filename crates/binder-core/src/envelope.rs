@@ -39,6 +39,8 @@ pub enum Source {
     SlurmMasks,
     /// This process's own affinity (no launcher).
     Inherited,
+    /// This process's own affinity: the launcher's daemon is not among its ancestors.
+    Orphan,
     /// Given by a plugin that knows the allocation (Flux's R, the SPANK step's cores).
     Given(String),
 }
@@ -142,6 +144,18 @@ impl Envelope {
                 },
                 _ => Envelope::allowed(),
             },
+            // The launcher's daemon is not among this task's ancestors: its parent exited
+            // (`(binder … &)`, an orphan reparented to init or a subreaper). What it
+            // inherited is still the allocation; the node's allowed set never is
+            // (SEMANTICS §4.2: orphans never widen).
+            None if !launcher.row().daemons.is_empty() => match affinity(None) {
+                Some(cpus) if !cpus.is_empty() => Envelope {
+                    cpus: Some(cpus),
+                    cores: None,
+                    source: Source::Orphan,
+                },
+                _ => Envelope::allowed(),
+            },
             None => Envelope::allowed(),
         }
     }
@@ -201,6 +215,7 @@ impl Envelope {
                 "Slurm's masks of the step's tasks (SLURM_CPU_BIND_LIST)".to_owned()
             }
             Source::Inherited => "the affinity binder started with (no launcher)".to_owned(),
+            Source::Orphan => "the affinity binder started with (the launcher's daemon is not among its ancestors: its parent exited)".to_owned(),
             Source::Given(what) => what.clone(),
         };
         format!("job's allocation here: {cpus}, from {from}; binder binds inside it")
@@ -350,10 +365,10 @@ mod tests {
         );
         assert!(e.describe().contains("cpus 2-3"), "{}", e.describe());
         assert_eq!(e.key(), "\n#envelope:2-3");
-        // Open MPI's ranks under this tree find no daemon of theirs: the allowed set.
+        // Open MPI's ranks under this tree find no daemon of theirs (an orphan: its
+        // parent exited): what it inherited, never the node (SEMANTICS §4.2).
         let e = Envelope::learn(&with(Some(Launcher::OpenMpi)), &|_| None, &tree, &affinity);
-        assert_eq!(e, Envelope::allowed());
-        assert_eq!(e.key(), "");
+        assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Orphan));
         // No launcher: this process's own affinity.
         let e = Envelope::learn(&with(None), &|_| None, &tree, &affinity);
         assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Inherited));

@@ -74,7 +74,8 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         size_from: SizeFrom::Var,
         global_rank: "PMI_RANK",
         job_id: &[],
-        daemons: &["hydra_pmi_proxy"],
+        // MPICH's proxy, and Intel MPI's (the same Hydra, another name).
+        daemons: &["hydra_pmi_proxy", "pmi_proxy"],
         unbind: Some("mpiexec -bind-to none"),
     },
     LauncherRow {
