@@ -7,7 +7,7 @@ use std::io::Write;
 use crate::config::{Action, Config};
 use crate::error::Error;
 use binder_core::launch::ledgered::Job;
-use binder_core::launch::line::{job_text, Requests};
+use binder_core::launch::line::{JobKey, Requests};
 use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
 use binder_plan::topology::Source;
@@ -161,7 +161,13 @@ pub fn run(
     } else {
         binder_core::envelope::Envelope::allowed()
     };
-    let text = job_text(&shape_bytes, &requests, site_bytes, &|k| env.var(k)) + &envelope.key();
+    let key = JobKey::new(
+        &shape_bytes,
+        &requests,
+        site_bytes,
+        &|k| env.var(k),
+        &envelope,
+    );
     if config.verbose && matches!(config.action, Action::Launch(_)) {
         binder_core::text::emit(err, &identity.describe());
         binder_core::text::emit(err, &envelope.describe());
@@ -173,14 +179,9 @@ pub fn run(
     if let Action::Launch(command) = &config.action {
         // Every launch runs the one launch flow: the node ledger unless it is off, the
         // node cache, the plan inside the job's allocation, hwloc's binding, exec.
-        let job = Job {
-            origin: &origin,
-            text: &text,
-            identity: &identity,
-            gpus_per_task: config.gpus_per_task,
-            verbose: config.verbose,
-            envelope: &envelope,
-        };
+        let mut job = Job::new(&origin, &key, &identity, &envelope);
+        job.gpus_per_task = config.gpus_per_task;
+        job.verbose = config.verbose;
         return Err(ledgered::launch(
             &job, config, &shape, grant, env, command, err,
         ));

@@ -295,24 +295,16 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
         unsafe { ffi::flux_cmd_setenvf(cmd, 1, name.as_ptr(), c"%s".as_ptr(), value.as_ptr()) };
     }
     // What binder did not set this time must not reach the task from an outer binder.
-    for stale in binder_core::launch::env::OWN {
-        if !vars.iter().any(|(k, _)| k == stale) {
-            if let Ok(name) = CString::new(stale.to_string()) {
-                // SAFETY: valid command and C string.
-                unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
-            }
+    for stale in binder_core::launch::env::stale(&vars) {
+        if let Ok(name) = CString::new(stale) {
+            // SAFETY: valid command and C string.
+            unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
         }
     }
     0
 }
 
-/// Ends the task's process with binder's line and exit status 125: it never runs.
-fn refuse(why: &str) -> ! {
-    say(why);
-    // SAFETY: `_exit` ends this process (the task's, forked by the shell) at once, without
-    // the shell's `atexit` handlers, as a failed exec would.
-    unsafe { libc::_exit(binder_core::exit_code::REFUSED) }
-}
+use binder_core::launch::env::refuse_task as refuse;
 
 /// `task.exec`: in the task's process, before exec: bind, or refuse.
 unsafe extern "C" fn task_exec(p: Plugin, _: *const c_char, _: PluginArg, _: *mut c_void) -> c_int {

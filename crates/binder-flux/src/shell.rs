@@ -21,8 +21,8 @@ use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::flow::{self, Front};
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
-use binder_core::launch::line::{job_text, shape_path, site_text, Requests};
-use binder_core::launch::{LaunchError, Options};
+use binder_core::launch::line::{shape_path, site_text, JobKey, Requests};
+use binder_core::launch::Options;
 use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
@@ -246,8 +246,8 @@ pub struct Shell {
     pub origin: String,
     /// The shape, parsed.
     pub shape: Shape,
-    /// The text the plan is keyed by (the cache's and the ledger's).
-    pub text: String,
+    /// The key the plan is found by (the cache's and the ledger's).
+    pub text: JobKey,
     /// The job's allocation here.
     pub envelope: Envelope,
     /// The GPUs the job may have here.
@@ -295,24 +295,19 @@ impl Shell {
             node.instance.clone(),
             "Flux's R for this node",
         );
-        let key = job_text(
+        let key = JobKey::new(
             &text,
             &Requests::default(),
             site_file.as_ref().map(|(_, t)| t.as_str()),
             &grant_env,
-        ) + &envelope.key();
+            &envelope,
+        );
         let identity = node.identity(0, None);
         if request.verbose {
             binder_core::text::emit(err, &envelope.describe());
         }
-        let job = Job {
-            origin: &origin,
-            text: &key,
-            identity: &identity,
-            gpus_per_task: None,
-            verbose: request.verbose,
-            envelope: &envelope,
-        };
+        let mut job = Job::new(&origin, &key, &identity, &envelope);
+        job.verbose = request.verbose;
         let loader = Box::new(|s: &Shape| load_host(s));
         let mut planner: HostPlanner<'_, Refusal> =
             HostPlanner::new(&shape, grant.clone(), get, loader);
@@ -388,14 +383,8 @@ impl Shell {
             get,
             node: &self.node,
         };
-        let job = Job {
-            origin: &self.origin,
-            text: &self.text,
-            identity: &identity,
-            gpus_per_task: None,
-            verbose: self.request.verbose,
-            envelope: &self.envelope,
-        };
+        let mut job = Job::new(&self.origin, &self.text, &identity, &self.envelope);
+        job.verbose = self.request.verbose;
         let loader = Box::new(|s: &Shape| load_host(s));
         let mut front = Task {
             shell: self,
@@ -427,14 +416,7 @@ pub fn job_gpus(node: &Node) -> String {
 
 /// This host's topology, refused when hwloc describes another machine.
 fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
-    let t = binder_host::for_shape(shape, &Source::Host, None)?;
-    if !t.is_this_system() {
-        return Err(LaunchError::NotThisSystem {
-            vars: "HWLOC_XMLFILE or HWLOC_SYNTHETIC in the job shell's environment".into(),
-        }
-        .into());
-    }
-    Ok(t)
+    binder_host::plugin_host(shape, "the job shell's")
 }
 
 /// One task's front on the launch flow: the shell's plan, a real re-plan around other

@@ -140,7 +140,7 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
     fn plain_views(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Vec<TaskView>, E> {
         let (identity, shape) = (job.identity, self.shape);
         let cache = (!job.verbose && shape.membind_for(identity.rank).is_none())
-            .then(|| cache::open(self.env, job.text, identity.size, job.gpus_per_task, err))
+            .then(|| cache::open(self.env, job.text(), identity.size, job.gpus_per_task, err))
             .flatten();
         if let Some((views, _)) = cache
             .as_ref()

@@ -11,4 +11,4 @@ pub mod hostbind;
 mod load;
 pub mod node;
 
-pub use load::{for_shape, load, shape_file, shape_text, MAX_XML_BYTES};
+pub use load::{for_shape, load, plugin_host, shape_file, shape_text, MAX_XML_BYTES};

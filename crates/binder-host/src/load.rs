@@ -2,6 +2,7 @@
 //! host through hwloc's discovery, or an XML file; a synthetic description or a Grid Engine
 //! string the library builds itself) and a shape file.
 
+use binder_core::launch::LaunchError;
 use std::path::Path;
 
 use binder_plan::shape::{Shape, ShapeError, MAX_SHAPE_BYTES};
@@ -46,6 +47,24 @@ pub fn for_shape(
 ) -> Result<Topology, PlanError> {
     let io = shape.needs_io() || gpus_per_task.is_some();
     Ok(load(source, io)?)
+}
+
+/// This host's topology as `shape` needs it, for a plugin inside a launcher's process
+/// (`whose` environment the hwloc variables came from, for the refusal): refused when
+/// `HWLOC_XMLFILE` or `HWLOC_SYNTHETIC` describe another machine, whose CPU numbers would
+/// bind the task somewhere else.
+pub fn plugin_host<E: From<PlanError> + From<LaunchError>>(
+    shape: &Shape,
+    whose: &str,
+) -> Result<Topology, E> {
+    let t = for_shape(shape, &Source::Host, None)?;
+    if !t.is_this_system() {
+        return Err(LaunchError::NotThisSystem {
+            vars: format!("HWLOC_XMLFILE or HWLOC_SYNTHETIC in {whose} environment"),
+        }
+        .into());
+    }
+    Ok(t)
 }
 
 /// The text of the XML export at `path`: a regular file (hwloc would block on a FIFO and

@@ -265,8 +265,8 @@ fn setenv(sp: Spank, name: &str, value: Option<&str>) {
 /// set: a stale `BINDER_CPUS` from an outer binder (the shell that ran `srun`) must
 /// not describe this task.
 fn scrub(sp: Spank, vars: &[(String, String)]) {
-    for stale in binder_core::launch::env::OWN {
-        if !vars.iter().any(|(k, _)| k == stale) && getenv(sp, stale).is_some() {
+    for stale in binder_core::launch::env::stale(vars) {
+        if getenv(sp, stale).is_some() {
             setenv(sp, stale, None);
         }
     }
@@ -302,13 +302,7 @@ fn argv0(sp: Spank) -> Option<String> {
     )
 }
 
-/// Ends the task before exec with binder's refusal line on its stderr.
-fn refuse(why: &str) -> ! {
-    binder_core::text::emit(&mut std::io::stderr(), why);
-    // SAFETY: `_exit` ends this process (the task's, forked by slurmstepd) at once,
-    // without running slurmstepd's `atexit` handlers in it, as a failed exec would.
-    unsafe { libc::_exit(binder_core::exit_code::REFUSED) }
-}
+use binder_core::launch::env::refuse_task as refuse;
 
 /// What slurmstepd's step environment says in `slurm_spank_user_init`, once per step,
 /// before Slurm's task plugin writes the binding it chose itself (task/affinity's implicit

@@ -13,13 +13,13 @@ use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::flow::Front;
 use binder_core::launch::ledgered::Job;
-use binder_core::launch::line::{job_text, site_text, Requests};
-use binder_core::launch::{LaunchError, Options};
+use binder_core::launch::line::{site_text, JobKey, Requests};
+use binder_core::launch::Options;
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{GpuIds, Shape};
-use binder_plan::topology::{Source, Topology};
+use binder_plan::topology::Topology;
 use binder_plan::PlanError;
 
 /// What the user (`srun --binder…`) or the site (plugstack.conf) asked for.
@@ -250,15 +250,8 @@ pub fn slurm_binds_too(typed: Option<&str>) -> Option<Refusal> {
 }
 
 /// This host's topology for planning, refused when hwloc describes another machine.
-fn load_host(shape: &Shape, gpus: Option<usize>) -> Result<Topology, Refusal> {
-    let t = binder_host::for_shape(shape, &Source::Host, gpus)?;
-    if !t.is_this_system() {
-        return Err(LaunchError::NotThisSystem {
-            vars: "HWLOC_XMLFILE or HWLOC_SYNTHETIC in slurmstepd's environment".into(),
-        }
-        .into());
-    }
-    Ok(t)
+fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
+    binder_host::plugin_host(shape, "slurmstepd's")
 }
 
 /// Plans, claims and binds this process (the task, before exec) as `request` asks; the
@@ -282,26 +275,21 @@ pub fn bind(
     let mut shape = Shape::from_yaml(&text, &origin)?;
     binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;
     let envelope = Envelope::here(&identity, get);
-    let key = job_text(
+    let key = JobKey::new(
         &text,
         &Requests::default(),
         site.as_ref().map(|(_, t)| t.as_str()),
         get,
-    ) + &envelope.key();
+        &envelope,
+    );
     if request.verbose {
         binder_core::text::emit(err, &envelope.describe());
     }
     let grant = Grant::from_env(get).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
     let env = SpankEnv { get, items };
-    let job = Job {
-        origin: &origin,
-        text: &key,
-        identity: &identity,
-        gpus_per_task: None,
-        verbose: request.verbose,
-        envelope: &envelope,
-    };
-    let loader = Box::new(|s: &Shape| load_host(s, None));
+    let mut job = Job::new(&origin, &key, &identity, &envelope);
+    job.verbose = request.verbose;
+    let loader = Box::new(|s: &Shape| load_host(s));
     let mut front = Spank {
         planner: HostPlanner::new(&shape, grant, get, loader),
         shape: &shape,
@@ -370,7 +358,7 @@ fn topology_for(
     }
     match planner.topology.take() {
         Some(t) => Ok(Some(t)),
-        None => load_host(shape, None).map(Some),
+        None => load_host(shape).map(Some),
     }
 }
 

@@ -17,7 +17,7 @@ pub(crate) fn tracing(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_CACHE_TRACE").is_some_and(|v| v == "1")
 }
 
-/// The node cache and this launch's key (`text` from [`crate::launch::line::job_text`]),
+/// The node cache and this launch's key (`text` from [`crate::launch::line::JobKey`]),
 /// or `None` when the cache is off or cannot key this host.
 pub fn open(
     env: &dyn Fn(&str) -> Option<String>,

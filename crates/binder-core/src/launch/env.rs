@@ -20,6 +20,24 @@ pub const OWN: [&str; 8] = [
     "BINDER_NICS",
 ];
 
+/// binder's own variables that `set` (what binder sets for this task) does not set: an
+/// outer binder's (the shell that ran the launcher) must not reach this task, whose
+/// binding they do not describe. Every front removes these.
+pub fn stale(set: &[(String, String)]) -> impl Iterator<Item = &'static str> + '_ {
+    OWN.into_iter()
+        .filter(move |own| !set.iter().any(|(k, _)| k == own))
+}
+
+/// Ends this process (a task a plugin forked, before exec) with binder's one `binder:`
+/// line and exit status 125, as a refused launch: the command never runs.
+pub fn refuse_task(why: &str) -> ! {
+    crate::text::emit(&mut std::io::stderr(), why);
+    // SAFETY: `_exit` ends this process (the task's, forked by slurmstepd or the job
+    // shell) at once, without running the launcher's `atexit` handlers in it, as a
+    // failed exec would.
+    unsafe { libc::_exit(crate::exit_code::REFUSED) }
+}
+
 /// How a communication library names the NICs it may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NicForm {

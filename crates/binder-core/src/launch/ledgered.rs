@@ -32,8 +32,9 @@ use crate::view::TaskView;
 pub struct Job<'a> {
     /// Where the shape came from (a path, `--ge`), for messages.
     pub origin: &'a str,
-    /// The text the plan is keyed by ([`super::line::job_text`]).
-    pub text: &'a str,
+    /// The text the plan is keyed by ([`super::line::JobKey`]): private, so that a job
+    /// is only made by [`Job::new`] from a key that holds its envelope.
+    text: &'a str,
     /// Which task of how many this is.
     pub identity: &'a Identity,
     /// `--gpus-per-task`, which changes the plan.
@@ -42,6 +43,31 @@ pub struct Job<'a> {
     pub verbose: bool,
     /// The job's allocation on this node (SEMANTICS §4.1), which every plan stays in.
     pub envelope: &'a crate::envelope::Envelope,
+}
+
+impl<'a> Job<'a> {
+    /// Task `identity` of the job keyed by `key`, inside `envelope` (the one both came
+    /// from); `origin` names the shape in messages. Not verbose, no `--gpus-per-task`.
+    pub fn new(
+        origin: &'a str,
+        key: &'a super::line::JobKey,
+        identity: &'a Identity,
+        envelope: &'a crate::envelope::Envelope,
+    ) -> Job<'a> {
+        Job {
+            origin,
+            text: key.as_str(),
+            identity,
+            gpus_per_task: None,
+            verbose: false,
+            envelope,
+        }
+    }
+
+    /// The text the plan is keyed by.
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
 }
 
 /// Units of the launching job's own running ranks, which a re-plan of its other ranks

@@ -5,7 +5,7 @@
 //! subcommand, `--help`) is `None` and goes to `binder-full`, whose clap parser gives the
 //! same line the same meaning (a test in the `binder` crate compares the two).
 //!
-//! [`job_text`] is what the node cache and the node ledger key a plan by. Both
+//! [`JobKey`] is what the node cache and the node ledger key a plan by. Both
 //! executables compute it here, from the unparsed shape bytes, so that a job whose ranks
 //! start in either one agrees on its key, and the warm path parses no YAML.
 
@@ -118,7 +118,7 @@ pub struct Requests {
 /// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
 /// `--ge` alone), every request of the command line that changes the plan, the GPU
 /// variables the job inherits and the site file's bytes.
-pub fn job_text(
+fn job_text(
     shape: &str,
     requests: &Requests,
     site: Option<&str>,
@@ -139,6 +139,31 @@ pub fn job_text(
         "{shape}\n#ge:{ge:?}\n#reserve:{reserve:?}\n#pack:{pack:?}\n#share:{share}\n#gpu-ids:{gpu_ids:?}\n#gpus-env:{gpus}\n#site:{}",
         site.unwrap_or("")
     )
+}
+
+/// The key a job's plan is found by in the node cache and the ledger: `job_text` and
+/// the envelope's part, composed in one place so that no front can leave the envelope out
+/// (which would split one job's plan between the executables and the plugins).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobKey(String);
+
+impl JobKey {
+    /// The key of a job that runs `shape` (its bytes) with `requests`, the site file's
+    /// bytes, the GPU variables `env` gives, inside `envelope`.
+    pub fn new(
+        shape: &str,
+        requests: &Requests,
+        site: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+        envelope: &crate::envelope::Envelope,
+    ) -> JobKey {
+        JobKey(job_text(shape, requests, site, env) + &envelope.key())
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The site file's path (`BINDER_SITE_FILE`, else `/etc/binder/site.yaml`) and bytes,

@@ -176,10 +176,8 @@ pub fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> L
     for var in scrub {
         cmd.env_remove(var);
     }
-    for stale in env::OWN {
-        if !env.iter().any(|(k, _)| k == stale) {
-            cmd.env_remove(stale);
-        }
+    for stale in env::stale(env) {
+        cmd.env_remove(stale);
     }
     let error = cmd.exec();
     match error.kind() {

@@ -13,7 +13,7 @@ use std::io::Write;
 
 use super::flow::{self, Front};
 use super::ledgered::{Avoid, Job, Planned, Planner};
-use super::line::{job_text, site_text, LaunchLine, Requests};
+use super::line::{site_text, JobKey, LaunchLine, Requests};
 use super::{exec, prepare_cached, Options};
 use crate::cache::launch as cache;
 use crate::envelope::Envelope;
@@ -59,7 +59,7 @@ impl Planner for Warm<'_> {
     type Error = Stop;
 
     fn plain(&mut self, job: &Job<'_>, err: &mut impl Write) -> Result<Planned, Stop> {
-        cache::open(self.env, job.text, job.identity.size, None, err)
+        cache::open(self.env, job.text(), job.identity.size, None, err)
             .and_then(|pair| cache::lookup(&pair, self.env, err))
             .ok_or(Stop::HandOver)
     }
@@ -142,16 +142,9 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
     };
     let site = site.as_ref().map(|(_, text)| text.as_str());
     let envelope = Envelope::here(&identity, &get);
-    let text = job_text(&shape, &Requests::default(), site, &get) + &envelope.key();
+    let key = JobKey::new(&shape, &Requests::default(), site, &get, &envelope);
     let origin = crate::text::printable(&path.display().to_string(), 200);
-    let job = Job {
-        origin: &origin,
-        text: &text,
-        identity: &identity,
-        gpus_per_task: None,
-        verbose: false,
-        envelope: &envelope,
-    };
+    let job = Job::new(&origin, &key, &identity, &envelope);
     let mut front = Warm {
         env: &get,
         line,
