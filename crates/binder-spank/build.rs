@@ -48,5 +48,5 @@ fn main() {
             0
         }
     };
-    println!("cargo:rustc-env=BINDER_SLURM_VERSION_NUMBER={version}");
+    println!("cargo:rustc-env=SPANK_BUILT_SLURM_VERSION={version}");
 }

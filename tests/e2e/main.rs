@@ -361,6 +361,7 @@ fn slurm_srun() {
         &[("SLURM_CONF", &slurm.conf)],
     );
     spank::srun_binder(&slurm.conf);
+    steps::multi_prog_contexts(&slurm);
 }
 
 /// 8 ranks sharing one stderr, 20 times, with `-v --report`: every line binder writes is

@@ -199,3 +199,38 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
         eprintln!("srun {gpus:?} --binder=gpu-devices-only: {devices:?}");
     }
 }
+
+/// `srun --multi-prog` whose two contexts run different shapes through the wrapper, each a
+/// command that ends at once (so one context's rank may be gone before the other starts):
+/// refused every time with the one line naming the remedy, never both run on one CPU.
+/// (Under a site `default=` the plugin cannot see a multi-prog task's own command: see the
+/// README's Troubleshooting.)
+pub(super) fn multi_prog_contexts(slurm: &Slurm) {
+    let ledger = common::private_ledger();
+    let dir = common::scratch().join(format!("multi-prog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("multi.conf");
+    let binder = common::binder_exe();
+    std::fs::write(
+        &conf,
+        format!(
+            "0 {binder} shapes/cores-packed.yaml -- true\n1 {binder} shapes/cores-scatter.yaml -- true\n"
+        ),
+    )
+    .unwrap();
+    for run in 0..30 {
+        let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
+            .arg(&conf)
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(!out.status.success(), "run {run}: both contexts ran: {all}");
+        assert!(
+            all.lines().any(|l| l.starts_with("binder: local rank ")
+                && l.contains("another shape")
+                && l.contains("`ranks:` rule")),
+            "run {run}: {all}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -144,11 +144,13 @@ impl Envelope {
                 },
                 _ => Envelope::allowed(),
             },
-            // The launcher's daemon is not among this task's ancestors: its parent exited
-            // (`(binder … &)`, an orphan reparented to init or a subreaper). What it
+            // The launcher's daemon is not among this task's ancestors because its parent
+            // exited (`(binder … &)`: an orphan, adopted by init or a subreaper). What it
             // inherited is still the allocation; the node's allowed set never is
-            // (SEMANTICS §4.2: orphans never widen).
-            None if !launcher.row().daemons.is_empty() => match affinity(None) {
+            // (SEMANTICS §4.2: orphans never widen). A task whose parent is alive but no
+            // known daemon (a launcher binder does not know) keeps the allowed set: its
+            // launcher may have bound it narrower than the job.
+            None if !launcher.row().daemons.is_empty() && orphan(procs) => match affinity(None) {
                 Some(cpus) if !cpus.is_empty() => Envelope {
                     cpus: Some(cpus),
                     cores: None,
@@ -215,11 +217,33 @@ impl Envelope {
                 "Slurm's masks of the step's tasks (SLURM_CPU_BIND_LIST)".to_owned()
             }
             Source::Inherited => "the affinity binder started with (no launcher)".to_owned(),
-            Source::Orphan => "the affinity binder started with (the launcher's daemon is not among its ancestors: its parent exited)".to_owned(),
+            Source::Orphan => "the affinity binder started with (its parent exited, so the launcher's daemon is not among its ancestors)".to_owned(),
             Source::Given(what) => what.clone(),
         };
         format!("job's allocation here: {cpus}, from {from}; binder binds inside it")
     }
+}
+
+/// What adopts an orphaned process: init, and the subreapers HPC nodes run (systemd's
+/// user managers, a Flux broker, container inits).
+const ADOPTERS: [&str; 6] = [
+    "systemd",
+    "init",
+    "flux-broker",
+    "tini",
+    "dumb-init",
+    "catatonit",
+];
+
+/// Whether this process was orphaned: its parent is PID 1 or one of [`ADOPTERS`].
+fn orphan(procs: &dyn Procs) -> bool {
+    let Some(ppid) = procs.stat(procs.me()).map(|s| s.ppid) else {
+        return false;
+    };
+    ppid == 1
+        || procs.stat(ppid).is_some_and(|p| {
+            ADOPTERS.contains(&p.comm.as_str()) || p.comm.starts_with("flux-broker")
+        })
 }
 
 /// The nearest ancestor whose command is one of `names`: its name and PID.
@@ -365,10 +389,11 @@ mod tests {
         );
         assert!(e.describe().contains("cpus 2-3"), "{}", e.describe());
         assert_eq!(e.key(), "\n#envelope:2-3");
-        // Open MPI's ranks under this tree find no daemon of theirs (an orphan: its
-        // parent exited): what it inherited, never the node (SEMANTICS §4.2).
+        // Open MPI's ranks under this tree find no daemon of theirs, but their parent
+        // lives (a launcher binder does not know may have bound them): the allowed set.
         let e = Envelope::learn(&with(Some(Launcher::OpenMpi)), &|_| None, &tree, &affinity);
-        assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Orphan));
+        assert_eq!(e, Envelope::allowed());
+        assert_eq!(e.key(), "");
         // No launcher: this process's own affinity.
         let e = Envelope::learn(&with(None), &|_| None, &tree, &affinity);
         assert_eq!((e.cpus, e.source), (Some(vec![3]), Source::Inherited));
@@ -400,6 +425,36 @@ mod tests {
             Some(vec![0])
         });
         assert_eq!(e, Envelope::allowed());
+    }
+
+    #[test]
+    fn orphans_keep_what_they_inherited() {
+        // `(binder … &)` under Flux and Hydra: the parent exited, init or a subreaper
+        // (a Flux broker) adopted binder; the job's core it inherited is the allocation
+        // (SEMANTICS §4.2), never the node's allowed set.
+        let affinity = |pid: Option<u32>| pid.map_or(Some(vec![1]), |_| Some(vec![0, 1]));
+        for (tree, launcher) in [
+            (Tree(vec![(10, "binder", 1)]), Launcher::Flux),
+            (
+                Tree(vec![(10, "binder", 7), (7, "flux-broker-0", 1)]),
+                Launcher::Flux,
+            ),
+            (
+                Tree(vec![(10, "binder", 7), (7, "systemd", 1)]),
+                Launcher::Hydra,
+            ),
+        ] {
+            let e = Envelope::learn(&with(Some(launcher)), &|_| None, &tree, &affinity);
+            assert_eq!(
+                (e.cpus.clone(), e.source.clone()),
+                (Some(vec![1]), Source::Orphan)
+            );
+            assert!(
+                e.describe().contains("its parent exited"),
+                "{}",
+                e.describe()
+            );
+        }
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub static spank_plugin_version: u32 = 0;
 /// `SLURM_VERSION_NUMBER` of the Slurm this plugin is built against (`build.rs` reads
 /// it from `slurm/slurm_version.h`: `SLURM_INCLUDE_DIR`, pkg-config, `/usr/include`);
 /// 0 when no header was found, which no Slurm loads.
-pub const SLURM_VERSION_NUMBER: u32 = decimal(env!("BINDER_SLURM_VERSION_NUMBER"));
+pub const SLURM_VERSION_NUMBER: u32 = decimal(env!("SPANK_BUILT_SLURM_VERSION"));
 
 /// A decimal number at compile time (what `build.rs` writes).
 const fn decimal(text: &str) -> u32 {

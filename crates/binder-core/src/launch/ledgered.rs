@@ -259,12 +259,15 @@ impl Flow<'_, '_> {
             .then(|| ledger.read_plan(&base))
             .flatten();
         let in_use = own.alive(&part) || plan.as_ref().is_some_and(|p| young(p.made));
-        // A launcher's job whose live ranks on this node planned another shape: MPMD app
+        // A launcher's job whose ranks on this node planned another shape: MPMD app
         // contexts with different shapes. One job's ranks share one plan: refused, saying
-        // how to write it with `ranks:` (SEMANTICS §4.1; the README's MPMD).
+        // how to write it with `ranks:` (SEMANTICS §4.1; the README's MPMD). A launcher's
+        // job id names one launch, so its young plan says so even when the ranks that
+        // made it have already ended (a context that ran `true` before this one started):
+        // refused every time, whatever order the contexts start in (SEMANTICS §4.2).
         if let Some(other) = plan.as_ref().filter(|p| p.key != *key) {
             if base.from_launcher()
-                && own.alive(&part)
+                && (own.alive(&part) || young(other.made))
                 && other.tasks.len() == identity.size
                 && !own.started(&part, identity.rank)
             {

@@ -269,15 +269,38 @@ impl Ledger {
         // A plan is read only by its job's later ranks; when none of its tasks lives (a
         // launch writes its plan and its claim under this user's lock, so a plan without
         // a live claim is one whose tasks all ended), a late rank plans again.
+        // A launcher's job is kept while its plan is young even when no task of it lives:
+        // its plan records the shape the job's first ranks ran, which an MPMD context
+        // that starts after they ended must still be refused against (SEMANTICS §4.2).
         let plans = std::mem::take(&mut own.plans);
         for part in plans {
-            if budget > 0 && !own.alive(&part) {
+            if budget > 0 && !own.alive(&part) && !self.young_launcher_plan(&part) {
                 budget -= 1;
                 let _ = rfs::unlinkat(dir, format!("job.{part}").as_str(), AtFlags::empty());
             } else {
                 own.plans.push(part);
             }
         }
+    }
+
+    /// Whether `job.<part>` is a launcher's job (named by its launcher, not by binder from a
+    /// process) whose plan was written less than `GRACE_SECS` ago.
+    fn young_launcher_plan(&self, part: &str) -> bool {
+        if part.starts_with("pgid-") || part.contains("ppid-") {
+            return false;
+        }
+        let Ok(st) = rfs::statat(
+            &*self.own_fd,
+            format!("job.{part}").as_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        ) else {
+            return false;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let made = u64::try_from(st.st_mtime).unwrap_or(0);
+        now.saturating_sub(made) < GRACE_SECS
     }
 
     /// This user's plan of job `job`, its views unparsed.
