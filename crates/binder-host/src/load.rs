@@ -3,7 +3,7 @@
 //! string the library builds itself) and a shape file.
 
 use binder_core::launch::LaunchError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use binder_plan::shape::{Shape, ShapeError, MAX_SHAPE_BYTES};
 use binder_plan::topology::{Source, Topology, TopologyError};
@@ -17,11 +17,13 @@ pub const MAX_XML_BYTES: usize = 64 << 20;
 ///
 /// On the host, hwloc's x86 CPUID backend is excluded: on Linux it only adds CPU model
 /// and kind info on top of sysfs, and to read it hwloc migrates the thread onto every PU
-/// in turn, which costs ~0.1 ms per PU on every task of every job. No environment
-/// variable is read or written here, so threads may load topologies at the same time.
+/// in turn, which costs ~0.1 ms per PU on every task of every job. hwloc's own input
+/// variables are bounded first ([`hwloc_env_inputs`]); no variable is written here, so
+/// threads may load topologies at the same time.
 pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
     match source {
         Source::Host => {
+            hwloc_env_inputs()?;
             let hw = binder_plan::topology::host_builder(io)?
                 .without_component("x86")
                 .map_err(|e| TopologyError::Host(e.to_string()))?
@@ -36,6 +38,36 @@ pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
         Source::Synthetic(desc) => Topology::from_synthetic(desc, io),
         Source::GeString(text) => Topology::from_ge_string(text, io),
     }
+}
+
+/// hwloc reads `HWLOC_XMLFILE` and `HWLOC_SYNTHETIC` itself when it discovers "this
+/// host", and reads them without bounds: `/dev/zero` grows without end, a FIFO blocks, a
+/// description of 10^12 PUs builds them all, an XML without its complete sets crashes it
+/// (SEMANTICS §13.3). They are held to what `--topology` and `--synthetic` are held to
+/// before hwloc sees them (the variables are read, never written: threads may still load
+/// topologies at the same time).
+fn hwloc_env_inputs() -> Result<(), TopologyError> {
+    if let Some(path) = std::env::var_os("HWLOC_XMLFILE").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        let shown = binder_core::text::printable(&path.display().to_string(), 120);
+        let source = Source::Xml(PathBuf::from(format!("HWLOC_XMLFILE={shown}")));
+        let text = xml_text(&source, &path)?;
+        binder_plan::topology::check_xml(&text).map_err(|reason| TopologyError::Xml {
+            source_desc: source.to_string(),
+            reason,
+        })?;
+    }
+    if let Some(desc) = std::env::var_os("HWLOC_SYNTHETIC").filter(|d| !d.is_empty()) {
+        let desc = desc.to_string_lossy();
+        binder_plan::topology::check_synthetic(&desc).map_err(|e| match e {
+            TopologyError::Synthetic { desc, reason } => TopologyError::Synthetic {
+                desc: format!("HWLOC_SYNTHETIC={desc}"),
+                reason,
+            },
+            other => other,
+        })?;
+    }
+    Ok(())
 }
 
 /// Loads the topology `shape` needs from `source`: with I/O discovery only when GPUs or

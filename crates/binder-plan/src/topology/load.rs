@@ -87,6 +87,7 @@ impl Topology {
             source_desc: source.to_string(),
             reason,
         };
+        check_xml(text).map_err(xml_error)?;
         // hwloc says "the topology data string"; the user gave a file.
         let builder = builder(io)?
             .from_xml(text)
@@ -180,6 +181,45 @@ pub fn host_builder(io: bool) -> Result<TopologyBuilder, TopologyError> {
     builder(io)
 }
 
+/// Refuses what libhwloc 2.9 crashes on rather than rejects: an `<object>` with a
+/// `cpuset` but no `complete_cpuset`, or a `nodeset` but no `complete_nodeset`, is a
+/// segmentation fault in its XML import (a 1 KB file another user may point
+/// `HWLOC_XMLFILE` at), which would end the task's launch without a word. Every export
+/// of hwloc 1.x and 2.x writes both sets, so no real export is refused.
+pub fn check_xml(text: &str) -> Result<(), String> {
+    let mut rest = text;
+    while let Some(at) = rest.find("<object") {
+        rest = &rest[at + "<object".len()..];
+        let end = rest.find('>').unwrap_or(rest.len());
+        let tag = &rest[..end];
+        let has = |attr: &str| {
+            tag.match_indices(attr)
+                .any(|(i, _)| i > 0 && tag.as_bytes()[i - 1].is_ascii_whitespace())
+        };
+        for (set, complete) in [
+            ("cpuset=", "complete_cpuset="),
+            ("nodeset=", "complete_nodeset="),
+        ] {
+            if has(set) && !has(complete) {
+                return Err(format!(
+                    "an <object> has a {} but no {} (hwloc 2.9 would crash on it)",
+                    set.trim_end_matches('='),
+                    complete.trim_end_matches('=')
+                ));
+            }
+        }
+        rest = &rest[end..];
+    }
+    Ok(())
+}
+
+/// Bounds what hwloc reads from its own environment when it discovers "this host"
+/// (`HWLOC_SYNTHETIC`, checked as `--synthetic` is); the caller reads `HWLOC_XMLFILE`'s
+/// file as `--topology` is read and hands its text to [`check_xml`].
+pub fn check_synthetic(desc: &str) -> Result<(), TopologyError> {
+    synthetic_size(desc)
+}
+
 /// The most PUs a synthetic description may ask for (1,048,576): hwloc would build every
 /// object, so `pack:1000000 core:1000 pu:1000` must be refused before it is tried.
 pub(crate) const MAX_SYNTHETIC_PUS: u64 = 1 << 20;
@@ -206,4 +246,29 @@ fn synthetic_size(desc: &str) -> Result<(), TopologyError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_xml;
+
+    #[test]
+    fn objects_without_their_complete_sets_are_refused() {
+        let ok = r#"<topology><object type="Machine" cpuset="0x3" complete_cpuset="0x3" nodeset="0x1" complete_nodeset="0x1"><object type="PU" os_index="0" cpuset="0x1" complete_cpuset="0x1"/></object></topology>"#;
+        assert_eq!(check_xml(ok), Ok(()));
+        let no_complete = ok.replace(r#" complete_cpuset="0x1""#, "");
+        assert!(check_xml(&no_complete)
+            .unwrap_err()
+            .contains("complete_cpuset"));
+        let no_nodes = ok.replace(r#" complete_nodeset="0x1""#, "");
+        assert!(check_xml(&no_nodes)
+            .unwrap_err()
+            .contains("complete_nodeset"));
+        // Names that merely end in "cpuset=" are other attributes.
+        assert_eq!(
+            check_xml(r#"<object type="PU" allowed_cpuset="0x1"/>"#),
+            Ok(())
+        );
+        assert_eq!(check_xml("not xml at all"), Ok(()));
+    }
 }

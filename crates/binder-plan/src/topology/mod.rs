@@ -11,7 +11,7 @@ mod ge_tree;
 mod load;
 #[cfg(feature = "hwloc")]
 pub use load::host_builder;
-pub use load::{Source, TopologyError};
+pub use load::{check_synthetic, check_xml, Source, TopologyError};
 
 use std::collections::HashMap;
 
