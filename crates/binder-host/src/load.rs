@@ -18,7 +18,7 @@ pub const MAX_XML_BYTES: usize = 64 << 20;
 /// On the host, hwloc's x86 CPUID backend is excluded: on Linux it only adds CPU model
 /// and kind info on top of sysfs, and to read it hwloc migrates the thread onto every PU
 /// in turn, which costs ~0.1 ms per PU on every task of every job. hwloc's own input
-/// variables are bounded first ([`hwloc_env_inputs`]); no variable is written here, so
+/// variables are bounded first (`HWLOC_XMLFILE`, `HWLOC_SYNTHETIC`); no variable is written here, so
 /// threads may load topologies at the same time.
 pub fn load(source: &Source, io: bool) -> Result<Topology, TopologyError> {
     match source {
