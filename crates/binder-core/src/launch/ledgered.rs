@@ -520,7 +520,7 @@ impl Flow<'_, '_> {
             .collect();
         loop {
             let mut again = Scan::new(self.ledger.uid());
-            self.ledger.scan_others(self.procs, &mut again);
+            self.ledger.scan_claims_of_others(self.procs, &mut again);
             self.not_mine(&mut again.holders);
             for h in &mut again.holders {
                 if known.contains(&(h.claim.pid, h.claim.start)) {

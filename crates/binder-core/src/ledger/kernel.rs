@@ -32,45 +32,84 @@ pub struct Seen {
     pub cpus: Vec<usize>,
 }
 
-/// Every other user's process (but root's), by PID.
+/// Every other user's process (but root's), by PID: the whole node's
+/// ([`KernelView::look`]), or only the processes asked about ([`KernelView::claimed`]).
 #[derive(Debug, Clone, Default)]
 pub struct KernelView {
     /// What each process holds.
     pub procs: BTreeMap<u32, Seen>,
     /// Why `/proc` hides other users' processes, when it does.
     pub hidden: Option<String>,
+    /// Whether `procs` is every process of the node (else a process is looked up when a
+    /// claim names it: [`KernelView::ask`]).
+    pub whole: bool,
+    /// The user who looks.
+    me: u32,
+    /// The CPUs an unbound thread may run on (`Procs::everywhere`).
+    everywhere: Option<Vec<usize>>,
 }
 
 impl KernelView {
     /// The kernel's view now, as user `me` sees it; `None` when `/proc` cannot be listed.
     pub fn look(procs: &dyn Procs, me: u32) -> Option<KernelView> {
-        let everywhere = procs.everywhere();
+        let mut view = KernelView::claimed(procs, me);
+        view.whole = true;
+        for other in procs.others(me)? {
+            let seen = view.seen(other.uid, &other.threads);
+            view.procs.insert(other.pid, seen);
+        }
+        Some(view)
+    }
+
+    /// A view that holds only the processes other users' claims name, each looked up
+    /// when asked ([`KernelView::ask`]): what a task settling its claim reads again and
+    /// again, at a cost of the claims in sight rather than of every thread on the node
+    /// (another user's thousands of idle threads cost it nothing).
+    pub fn claimed(procs: &dyn Procs, me: u32) -> KernelView {
+        KernelView {
+            procs: BTreeMap::new(),
+            hidden: procs.hidden(),
+            whole: false,
+            me,
+            everywhere: procs.everywhere(),
+        }
+    }
+
+    /// Looks `pid` up when the view does not hold the whole node (once per process).
+    pub fn ask(&mut self, procs: &dyn Procs, pid: u32) {
+        if self.whole || self.procs.contains_key(&pid) {
+            return;
+        }
+        let Some(status) = procs.status(pid) else {
+            return;
+        };
+        if status.uid == self.me || status.uid == 0 {
+            return;
+        }
+        let Some(threads) = procs.threads(pid) else {
+            return;
+        };
+        let seen = self.seen(status.uid, &threads);
+        self.procs.insert(pid, seen);
+    }
+
+    /// What a process of `uid` whose threads may run on `threads` holds.
+    fn seen(&self, uid: u32, threads: &[Vec<usize>]) -> Seen {
         let unbound = |allowed: &Vec<usize>| {
-            everywhere
+            self.everywhere
                 .as_ref()
                 .is_some_and(|e| e.iter().all(|c| allowed.binary_search(c).is_ok()))
         };
-        let mut view = KernelView {
-            hidden: procs.hidden(),
-            ..KernelView::default()
-        };
-        for other in procs.others(me)? {
-            let cpus: BTreeSet<usize> = other
-                .threads
-                .iter()
-                .filter(|t| !t.is_empty() && !unbound(t))
-                .flatten()
-                .copied()
-                .collect();
-            view.procs.insert(
-                other.pid,
-                Seen {
-                    uid: other.uid,
-                    cpus: cpus.into_iter().collect(),
-                },
-            );
+        let cpus: BTreeSet<usize> = threads
+            .iter()
+            .filter(|t| !t.is_empty() && !unbound(t))
+            .flatten()
+            .copied()
+            .collect();
+        Seen {
+            uid,
+            cpus: cpus.into_iter().collect(),
         }
-        Some(view)
     }
 
     /// Whether any other user's process is bound.

@@ -40,7 +40,7 @@ const MAX_STEER: usize = 256;
 struct Reading<'a> {
     procs: &'a dyn Procs,
     me: u32,
-    view: Option<&'a KernelView>,
+    view: Option<KernelView>,
     deadline: Instant,
     /// This user's live PIDs, listed once when one of its other directories is large.
     live: Option<Option<HashSet<u32>>>,
@@ -65,6 +65,17 @@ impl Ledger {
     /// Every other directory's live claims (other users', and any second directory of
     /// this user's), verified, into `scan`; bounded as the module text says.
     pub fn scan_others(&self, procs: &dyn Procs, scan: &mut Scan) {
+        self.scan_others_in(procs, scan, true);
+    }
+
+    /// [`Ledger::scan_others`] as a task settling its claim reads them again: the claims
+    /// alone, each checked against its own process (the kernel's view of the whole node,
+    /// unclaimed bound processes included, was taken when the task planned).
+    pub fn scan_claims_of_others(&self, procs: &dyn Procs, scan: &mut Scan) {
+        self.scan_others_in(procs, scan, false);
+    }
+
+    fn scan_others_in(&self, procs: &dyn Procs, scan: &mut Scan, whole: bool) {
         let deadline = Instant::now() + SCAN_BUDGET;
         let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
             scan.incomplete = Some(format!("{} cannot be read", self.root().display()));
@@ -99,18 +110,22 @@ impl Ledger {
         if names.is_empty() && complete {
             return;
         }
-        let view = kernel::look(procs, scan);
+        let view = if whole {
+            kernel::look(procs, scan)
+        } else {
+            Some(KernelView::claimed(procs, scan.me))
+        };
         let mut reading = Reading {
             procs,
             me: self.uid(),
-            view: view.as_ref(),
+            view,
             deadline,
             live: None,
             seen: BTreeSet::new(),
             steered: 0,
         };
         self.read_dirs(&mut listing, names, &mut reading, scan);
-        if let Some(view) = &view {
+        if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
             kernel::add_unclaimed(view, procs, scan);
         }
     }
@@ -211,12 +226,16 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
         );
     }
     let own = owner == reading.me;
-    let hidden = reading.view.is_some_and(|v| v.hidden.is_some());
-    match reading.view {
+    let hidden = reading.view.as_ref().is_some_and(|v| v.hidden.is_some());
+    let procs = reading.procs;
+    match reading.view.as_mut() {
         // Another user's: only the names of their live processes (one look at the
         // kernel's view rules out every other name at once), unless /proc hides them.
         Some(view) if !own && !hidden => {
-            claims.retain(|(_, pid, _)| view.procs.get(pid).is_some_and(|s| s.uid == owner));
+            claims.retain(|(_, pid, _)| {
+                view.ask(procs, *pid);
+                view.procs.get(pid).is_some_and(|s| s.uid == owner)
+            });
         }
         // Many names: one read of /proc's directory rules out the dead PIDs at once.
         _ if claims.len() > LIST_PIDS_ABOVE => {
@@ -247,9 +266,10 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
             }
             continue;
         }
-        let Some(view) = reading.view else {
+        let Some(view) = reading.view.as_mut() else {
             continue;
         };
+        view.ask(reading.procs, pid);
         if !reading.seen.insert(pid) {
             scan.ignore(&shown, Some(owner), format!("a second claim of pid {pid}"));
             continue;
