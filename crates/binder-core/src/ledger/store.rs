@@ -133,6 +133,14 @@ impl Ledger {
         let root = env("BINDER_LEDGER_DIR")
             .filter(|d| !d.is_empty())
             .map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from);
+        // A relative root would be a different directory for every task's working
+        // directory (and made there): one job's tasks could not see each other.
+        if root.is_relative() {
+            return Err(format!(
+                "BINDER_LEDGER_DIR={} is a relative path; give an absolute one (every task of every job must name the same directory)",
+                crate::text::printable(&root.display().to_string(), 120)
+            ));
+        }
         let wait = env("BINDER_LEDGER_WAIT")
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(DEFAULT_WAIT_SECS)
