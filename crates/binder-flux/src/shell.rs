@@ -96,17 +96,35 @@ impl Request {
         site: &Site,
         affinity_typed: bool,
     ) -> Result<Option<Request>, String> {
-        let flag = |v: Option<&serde_json::Value>| {
-            v.is_some_and(|v| v.as_bool().unwrap_or(v.as_i64().is_some_and(|n| n != 0)))
-        };
         let (shape, report, verbose) = match binder {
             None => (None, report, verbose),
             Some(serde_json::Value::String(s)) => (Some(s.clone()), report, verbose),
-            Some(serde_json::Value::Object(o)) => (
-                o.get("shape").and_then(|s| s.as_str()).map(str::to_owned),
-                report || flag(o.get("report")),
-                verbose || flag(o.get("verbose")),
-            ),
+            Some(serde_json::Value::Object(o)) => {
+                // Every key is binder's to read: a misspelt one is said, not ignored.
+                for (key, value) in o {
+                    let known = ["shape", "report", "verbose"];
+                    if !known.contains(&key.as_str()) {
+                        let near = binder_core::text::suggestion(key, &known)
+                            .map(|k| format!(" (did you mean binder.{k}?)"))
+                            .unwrap_or_default();
+                        return Err(format!(
+                            "-o binder.{} is not an option of binder's{near}; it takes binder.shape=SHAPE, binder.report and binder.verbose",
+                            binder_core::text::printable(key, 40)
+                        ));
+                    }
+                    if key == "shape" && !value.is_string() {
+                        return Err(format!(
+                            "-o binder.shape={} is not a shape; give a file or a catalog name",
+                            binder_core::text::printable(&value.to_string(), 60)
+                        ));
+                    }
+                }
+                (
+                    o.get("shape").and_then(|s| s.as_str()).map(str::to_owned),
+                    report || o.get("report").is_some_and(flag),
+                    verbose || o.get("verbose").is_some_and(flag),
+                )
+            }
             Some(other) => {
                 return Err(format!(
                     "-o binder={} is not a shape; give -o binder=SHAPE (a file or a catalog name)",
@@ -126,6 +144,22 @@ impl Request {
             None if affinity_typed => None,
             None => site.default.clone().map(|s| request(s, true)),
         })
+    }
+}
+
+/// Whether a shell option's value turns a flag on: `-o binder-report` (1), `=1`, `=true`,
+/// `=yes`, `=on`; off for 0, `false`, `no`, `off` and an empty string (`-o
+/// binder-report=0` reports nothing).
+fn flag(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Bool(b) => *b,
+        serde_json::Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
+        serde_json::Value::String(s) => !matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no" | "off"
+        ),
+        serde_json::Value::Null => false,
+        _ => true,
     }
 }
 
@@ -523,10 +557,7 @@ pub fn request_from(
             ))
         })
         .collect();
-    let set = |name: &str| {
-        opts.get(name)
-            .is_some_and(|v| !matches!(v, serde_json::Value::Bool(false) | serde_json::Value::Null))
-    };
+    let set = |name: &str| opts.get(name).is_some_and(flag);
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
     Request::of(
         opts.get("binder"),
@@ -584,6 +615,36 @@ mod tests {
         );
         assert!(request_from(&opts(&[("binder", "3")]), &none).is_err());
         assert!(Site::parse(Some(r#"{"defualt":"x"}"#)).is_err());
+        // -o binder-report=0 (and false, off) reports nothing.
+        for off in ["0", "false", "\"off\"", "\"0\""] {
+            let pairs: &'static [(&'static str, &'static str)] = match off {
+                "0" => &[("binder", "\"x.yaml\""), ("binder-report", "0")],
+                "false" => &[("binder", "\"x.yaml\""), ("binder-report", "false")],
+                "\"off\"" => &[("binder", "\"x.yaml\""), ("binder-report", "\"off\"")],
+                _ => &[("binder", "\"x.yaml\""), ("binder-report", "\"0\"")],
+            };
+            let r = request_from(&opts(pairs), &none).unwrap().unwrap();
+            assert!(!r.report, "binder-report={off}");
+        }
+        let r = request_from(
+            &opts(&[("binder", "\"x.yaml\""), ("binder-report", "1")]),
+            &none,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.report);
+        // A misspelt or mistyped key of the object form is one line, not ignored.
+        let e = request_from(
+            &opts(&[("binder", r#"{"shape":"x.yaml","reprot":1}"#)]),
+            &none,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("binder.reprot") && e.contains("binder.report?"),
+            "{e}"
+        );
+        let e = request_from(&opts(&[("binder", r#"{"shape":5}"#)]), &none).unwrap_err();
+        assert!(e.contains("binder.shape=5"), "{e}");
     }
 
     #[test]

@@ -301,8 +301,8 @@ fn the_root_must_be_safe_from_other_users() {
 #[test]
 fn a_relative_root_is_refused_and_never_made() {
     let cwd = std::env::current_dir().unwrap();
-    let e = Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| "ledger-here".into()))
-        .unwrap_err();
+    let e =
+        Ledger::open(&|k| (k == "BINDER_LEDGER_DIR").then(|| "ledger-here".into())).unwrap_err();
     assert!(e.contains("relative") && e.contains("ledger-here"), "{e}");
     assert!(!cwd.join("ledger-here").exists());
 }
