@@ -10,6 +10,7 @@ mod common;
 mod flux;
 mod hostile;
 mod ledger;
+mod nodes;
 mod site;
 mod spank;
 mod steps;

@@ -10,6 +10,9 @@
 # E2E_SLURM_GPUS=N gives the node N fake GPUs (gres gpu, files DIR/dev/nvidia0..N-1:
 # character devices like /dev/null), so that Slurm hands out SLURM_STEP_GPUS and
 # CUDA_VISIBLE_DEVICES per job, step and task (--gpus-per-task, --gpu-bind).
+# E2E_SLURM_NODES=K runs K nodes (node1..nodeK) on this host, each its own `slurmd -N
+# nodeI` in a mount namespace of its own with a private tmpfs on /dev/shm (binder's
+# default ledger root), so each node has its own node ledger as real nodes do.
 # With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin.
 # Prints `export SLURM_CONF=...` on success.
 set -euo pipefail
@@ -66,9 +69,21 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 PlugStackConfig=$dir/plugstack.conf
 GresTypes=gpu
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus $gres State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}
 CONF
+  nodes=${E2E_SLURM_NODES:-}
+  if [ -n "$nodes" ]; then
+    # Each node its own name, port, spool, log and pid file (%n is the node's name).
+    sed -i -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$dir/spool/%n|" \
+      -e "s|^SlurmdPidFile=.*|SlurmdPidFile=$dir/slurmd-%n.pid|" \
+      -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$dir/log/slurmd-%n.log|" "$dir/slurm.conf"
+    for i in $(seq 1 "$nodes"); do
+      echo "NodeName=node$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$((port + 1 + i)) CPUs=$cpus $gres State=UNKNOWN" >>"$dir/slurm.conf"
+    done
+    echo "PartitionName=debug Nodes=node[1-$nodes] Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}" >>"$dir/slurm.conf"
+  else
+    echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus $gres State=UNKNOWN" >>"$dir/slurm.conf"
+    echo "PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}" >>"$dir/slurm.conf"
+  fi
   # binder's SPANK plugin, when the caller built it (BINDER_SPANK=path/libbinder_spank.so).
   if [ -n "${BINDER_SPANK:-}" ]; then
     echo "required $BINDER_SPANK ${E2E_SPANK_ARGS:-}" >"$dir/plugstack.conf"
@@ -97,9 +112,20 @@ CONF
   fi
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF"
-  slurmd -f "$SLURM_CONF"
+  if [ -n "$nodes" ]; then
+    for i in $(seq 1 "$nodes"); do
+      mkdir -p "$dir/spool/node$i"
+      # A node of its own: a private mount namespace whose /dev/shm is a fresh tmpfs.
+      unshare --mount --propagation private sh -c \
+        "mount -t tmpfs -o mode=1777,size=64m tmpfs /dev/shm && exec slurmd -N node$i -f '$SLURM_CONF'"
+    done
+    want=$nodes
+  else
+    slurmd -f "$SLURM_CONF"
+    want=1
+  fi
   for _ in $(seq 1 60); do
-    if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+    if [ "$(sinfo -h -N -o %T 2>/dev/null | grep -cE '^(idle|mixed|allocated)')" -ge "$want" ]; then
       echo "export SLURM_CONF=$SLURM_CONF"
       exit 0
     fi
@@ -109,8 +135,8 @@ CONF
   exit 1
   ;;
 stop)
-  for p in slurmd slurmctld munged; do
-    [ -f "$dir/$p.pid" ] && kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+  for pidfile in "$dir"/slurmd*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
   if [ -f "$dir/cgroup.mounted" ]; then
     sleep 1
