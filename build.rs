@@ -56,7 +56,10 @@ fn main() {
     }
     // Static-pie is what this file was checked with on x86_64 and aarch64 glibc; on
     // another architecture the executable is linked as Rust links it.
-    if !["x86_64-", "aarch64-"].iter().any(|a| target.starts_with(a)) {
+    if !["x86_64-", "aarch64-"]
+        .iter()
+        .any(|a| target.starts_with(a))
+    {
         println!("cargo:warning=static-pie linking of binder is untested on {target}: binder is linked dynamically, and starts slower");
         return;
     }
