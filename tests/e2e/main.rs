@@ -9,6 +9,7 @@
 mod common;
 mod flux;
 mod hostile;
+mod install;
 mod ledger;
 mod nodes;
 mod site;

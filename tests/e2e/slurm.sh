@@ -13,7 +13,8 @@
 # E2E_SLURM_NODES=K runs K nodes (node1..nodeK) on this host, each its own `slurmd -N
 # nodeI` in a mount namespace of its own with a private tmpfs on /dev/shm (binder's
 # default ledger root), so each node has its own node ledger as real nodes do.
-# With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin.
+# With BINDER_SPANK=path/to/libbinder_spank.so, plugstack.conf loads binder's SPANK plugin;
+# E2E_PLUGSTACK is the whole plugstack.conf instead (a site's include line).
 # Prints `export SLURM_CONF=...` on success.
 set -euo pipefail
 cmd=$1; dir=$2
@@ -85,7 +86,10 @@ CONF
     echo "PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=${E2E_SLURM_OVERSUBSCRIBE:-FORCE}" >>"$dir/slurm.conf"
   fi
   # binder's SPANK plugin, when the caller built it (BINDER_SPANK=path/libbinder_spank.so).
-  if [ -n "${BINDER_SPANK:-}" ]; then
+  if [ -n "${E2E_PLUGSTACK:-}" ]; then
+    # A plugstack.conf as a site writes it (e.g. the `make install`ed include).
+    printf '%s\n' "$E2E_PLUGSTACK" >"$dir/plugstack.conf"
+  elif [ -n "${BINDER_SPANK:-}" ]; then
     echo "required $BINDER_SPANK ${E2E_SPANK_ARGS:-}" >"$dir/plugstack.conf"
   else
     : >"$dir/plugstack.conf"

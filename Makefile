@@ -1,0 +1,73 @@
+# binder's build and install, as sites and packages call it (RPM's %make_install, Spack's
+# MakefilePackage, a site's own build):
+#
+#   make                                   # cargo build --release
+#   make install PREFIX=/usr DESTDIR=/tmp/root
+#
+# `install` installs what `make` built and builds nothing itself (so it can run as root
+# without a Rust toolchain): both executables, the shape catalog, the man page, shell
+# completions, the Slurm SPANK plugin and the Flux shell plugin, and an example of each
+# plugin's configuration where those launchers read it. PROFILE picks cargo's profile
+# directory (release; CI installs its `ci` build). The plugins' catalog is this install's.
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+# Slurm includes plugstack.conf.d/*.conf from its plugstack.conf (Debian, RHEL); Flux's
+# job shell reads lua.d under its own prefix's etc/flux/shell (/etc/flux/shell for a
+# packaged Flux, /opt/flux/etc/flux/shell for one built with --prefix=/opt/flux).
+SLURM_PLUGSTACK_DIR ?= $(SYSCONFDIR)/slurm/plugstack.conf.d
+FLUX_SHELL_LUA_D ?= $(SYSCONFDIR)/flux/shell/lua.d
+PROFILE ?= release
+CARGO ?= cargo
+CARGO_TARGET_DIR ?= target
+OUT := $(CARGO_TARGET_DIR)/$(PROFILE)
+CATALOG := $(DATADIR)/binder/shapes
+PLUGINS := $(LIBDIR)/binder
+
+.PHONY: all build install uninstall check-built
+
+all: build
+
+build:
+	$(CARGO) build --profile $(PROFILE)
+
+check-built:
+	@for f in binder binder-full libbinder_spank.so libbinder_flux.so; do \
+	  [ -f "$(OUT)/$$f" ] || { echo "$(OUT)/$$f is not built: run \`make\` (or make PROFILE=$(PROFILE)) first" >&2; exit 1; }; \
+	done
+
+install: check-built
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(MANDIR)/man1" \
+	  "$(DESTDIR)$(PLUGINS)" "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)" "$(DESTDIR)$(FLUX_SHELL_LUA_D)" \
+	  "$(DESTDIR)$(DATADIR)/bash-completion/completions" \
+	  "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
+	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d"
+	install -m 755 "$(OUT)/binder" "$(OUT)/binder-full" "$(DESTDIR)$(BINDIR)/"
+	install -m 644 shapes/*.yaml "$(DESTDIR)$(CATALOG)/"
+	install -m 644 docs/man/binder.1 "$(DESTDIR)$(MANDIR)/man1/binder.1"
+	install -m 644 completions/binder.bash "$(DESTDIR)$(DATADIR)/bash-completion/completions/binder"
+	install -m 644 completions/_binder "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder"
+	install -m 644 completions/binder.fish "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish"
+	install -m 755 "$(OUT)/libbinder_spank.so" "$(OUT)/libbinder_flux.so" "$(DESTDIR)$(PLUGINS)/"
+	# Inert until asked: `optional` loads the plugin without failing jobs where it
+	# cannot load, and binds only steps that give --binder (add default=SHAPE to bind
+	# every step that asks for no binding of its own).
+	printf '# binder SPANK plugin: srun --binder=SHAPE (a file, or a name in catalog=)\noptional %s/libbinder_spank.so catalog=%s\n' \
+	  "$(PLUGINS)" "$(CATALOG)" >"$(DESTDIR)$(SLURM_PLUGSTACK_DIR)/binder.conf"
+	# Inert unless a job asks (-o binder=SHAPE) or conf sets a site default.
+	printf -- '-- binder Flux shell plugin: flux run -o binder=SHAPE (a file, or a catalog name)\nplugin.load { file = "%s/libbinder_flux.so", conf = { catalog = "%s" } }\n' \
+	  "$(PLUGINS)" "$(CATALOG)" >"$(DESTDIR)$(FLUX_SHELL_LUA_D)/binder.lua"
+	chmod 644 "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)/binder.conf" "$(DESTDIR)$(FLUX_SHELL_LUA_D)/binder.lua"
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/binder" "$(DESTDIR)$(BINDIR)/binder-full" \
+	  "$(DESTDIR)$(MANDIR)/man1/binder.1" \
+	  "$(DESTDIR)$(DATADIR)/bash-completion/completions/binder" \
+	  "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder" \
+	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish" \
+	  "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)/binder.conf" "$(DESTDIR)$(FLUX_SHELL_LUA_D)/binder.lua"
+	rm -rf "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(PLUGINS)"

@@ -1,0 +1,159 @@
+//! The site's install (`make install`, issue #46): into a fresh prefix, then used as a site
+//! would, from outside the clone: the installed `binder` finds its installed catalog by
+//! name, Slurm loads the SPANK plugin through the installed `plugstack.conf.d` file, and
+//! Flux's job shell loads the Flux plugin through the installed `lua.d` file; each binds
+//! a task as the dry-run says.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{promised, Slurm};
+use crate::common::{self, root};
+
+/// `make install PREFIX=prefix` of what this test run built (its profile directory).
+fn install(prefix: &Path) -> bool {
+    if !common::prerequisite(common::has("make"), "make") {
+        return false;
+    }
+    let exe = Path::new(common::binder_exe());
+    let out_dir = exe.parent().unwrap();
+    let profile = out_dir.file_name().unwrap().to_string_lossy().into_owned();
+    let target = out_dir.parent().unwrap();
+    let out = Command::new("make")
+        .current_dir(root())
+        .args(["install", "--no-print-directory"])
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg(format!("PROFILE={profile}"))
+        .arg(format!("CARGO_TARGET_DIR={}", target.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make install: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+#[test]
+fn make_install_then_both_plugins_from_the_installed_files() {
+    let prefix: PathBuf = common::scratch().join(format!("prefix-{}", std::process::id()));
+    if !install(&prefix) {
+        return;
+    }
+    for file in [
+        "bin/binder",
+        "bin/binder-full",
+        "share/binder/shapes/cores-packed.yaml",
+        "share/man/man1/binder.1",
+        "share/bash-completion/completions/binder",
+        "share/zsh/site-functions/_binder",
+        "share/fish/vendor_completions.d/binder.fish",
+        "lib/binder/libbinder_spank.so",
+        "lib/binder/libbinder_flux.so",
+        "etc/slurm/plugstack.conf.d/binder.conf",
+        "etc/flux/shell/lua.d/binder.lua",
+    ] {
+        assert!(prefix.join(file).is_file(), "make install left out {file}");
+    }
+    // The installed executable, run from outside the clone, finds its catalog by name.
+    let binder = prefix.join("bin/binder");
+    let out = Command::new(&binder)
+        .current_dir("/")
+        .args([
+            "--dry-run",
+            "--local-size",
+            "2",
+            "--format",
+            "json",
+            "cores-packed",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = promised("shapes/cores-packed.yaml", 2);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for (rank, line) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["cpulist"].as_str().unwrap(), want[&rank], "{text}");
+    }
+
+    // Slurm with the installed include, as a site's plugstack.conf would have it.
+    let include = format!(
+        "include {}",
+        prefix.join("etc/slurm/plugstack.conf.d/*.conf").display()
+    );
+    if let Some(slurm) = Slurm::start_with(&[("E2E_PLUGSTACK", include)]) {
+        let ledger = common::private_ledger();
+        let out = super::spank::srun(&slurm.conf, &ledger, &["-n1", "--cpu-bind=none"])
+            .current_dir("/")
+            .args([
+                "--binder=cores-packed",
+                "sh",
+                "-c",
+                "echo \"$BINDER_CPUS|$(grep Cpus_allowed_list /proc/self/status | cut -f2)\"",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let one = promised("shapes/cores-packed.yaml", 1);
+        assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
+    }
+
+    // Flux's job shell with the installed lua.d file (as -o userrc=, which a site puts in
+    // its Flux's etc/flux/shell/lua.d).
+    let flux = PathBuf::from("/opt/flux/bin/flux");
+    let flux = if common::has("flux") {
+        Some(PathBuf::from("flux"))
+    } else {
+        flux.is_file().then_some(flux)
+    };
+    if common::prerequisite(flux.is_some(), "flux") {
+        let rc = prefix.join("etc/flux/shell/lua.d/binder.lua");
+        // The whole node's cores for the one task, as the dry-run of one task assumes.
+        let cores = format!(
+            "-c{}",
+            std::thread::available_parallelism().map_or(1, usize::from)
+        );
+        let mut cmd = Command::new(flux.unwrap());
+        cmd.current_dir("/")
+            .args(["start", "--test-size=1", "flux", "run", "-n1", &cores, "-o"])
+            .arg(format!("userrc={}", rc.display()))
+            .args([
+                "-o",
+                "binder=cores-packed",
+                "sh",
+                "-c",
+                "echo \"$BINDER_CPUS|$(grep Cpus_allowed_list /proc/self/status | cut -f2)\"",
+            ])
+            .env("BINDER_LEDGER_DIR", common::private_ledger())
+            .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
+        for (key, _) in std::env::vars() {
+            if common::is_launcher_var(&key) {
+                cmd.env_remove(key);
+            }
+        }
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("/opt/flux/bin:{path}"));
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let one = promised("shapes/cores-packed.yaml", 1);
+        assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
+    }
+    let _ = std::fs::remove_dir_all(&prefix);
+}
