@@ -217,7 +217,10 @@ pub fn generated(what: Generate) -> Vec<u8> {
 /// clap's error as one line, without its usage block and tips: binder prints every
 /// refusal as one `binder:` line. clap's tip for a value such as `-1` (`use '-- -1'`) is
 /// wrong for binder, where `--` starts the command, so binder gives its own.
-pub fn one_line(error: &clap::Error) -> String {
+pub fn one_line(error: &clap::Error, args: &[OsString]) -> String {
+    if let Some(line) = task_count_habit(args) {
+        return line;
+    }
     let rendered = error.render().to_string();
     let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid command line");
@@ -250,9 +253,41 @@ pub fn one_line(error: &clap::Error) -> String {
             "{first}; put the command after `--`: `binder SHAPE -- {} …`",
             binder_core::text::printable(command, 60)
         )
+    } else if let Some(flag) = misspelt_flag(&first) {
+        format!("{first}; did you mean `{flag}`? (see `binder --help`)")
     } else {
         format!("{first}; see `binder --help`")
     }
+}
+
+/// `--dryrun` for `--dry-run`: the nearest long option of binder's, when one is near.
+fn misspelt_flag(first: &str) -> Option<String> {
+    let given = first
+        .strip_prefix("unexpected argument '--")?
+        .split(['\'', '='])
+        .next()?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let longs: Vec<&str> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
+    binder_core::text::suggestion(given, &longs).map(|l| format!("--{l}"))
+}
+
+/// An MPI launcher's habit, `binder -n 4 SHAPE` (`-np 4`): binder's `-n` is `--dry-run`,
+/// so clap would take the number for the shape and complain about the real shape as a
+/// stray command. Said as what it is, with the option binder takes for a task count.
+fn task_count_habit(args: &[OsString]) -> Option<String> {
+    let words: Vec<&str> = args.iter().skip(1).map_while(|a| a.to_str()).collect();
+    let before_command = words.iter().position(|w| *w == "--").unwrap_or(words.len());
+    let words = &words[..before_command];
+    let at = words.iter().position(|w| *w == "-n" || *w == "-np")?;
+    let count = words.get(at + 1)?;
+    let is_count = !count.is_empty() && count.chars().all(|c| c.is_ascii_digit());
+    if !is_count || std::path::Path::new(count).exists() {
+        return None;
+    }
+    Some(format!(
+        "`{} {count}`: binder's -n is --dry-run and takes no number; the tasks on a node are --local-size: `binder -n --local-size {count} SHAPE`, or launch them with `mpirun -np {count} binder SHAPE -- ./app`",
+        words[at]
+    ))
 }
 
 /// Subcommands.

@@ -93,7 +93,10 @@ impl Config {
                 )));
             }
             let mut config = Config::bare(Action::Explain, source);
-            config.shape = e.shape;
+            // A catalog name, as a launch line takes it (`binder explain cores-packed`).
+            config.shape = e
+                .shape
+                .map(|s| binder_core::launch::line::resolve_shape(&s));
             config.ge = e.ge;
             config.local_size = e.local_size;
             config.local_rank = e.local_rank;

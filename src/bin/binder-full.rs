@@ -49,7 +49,7 @@ fn run_main() {
         Err(e) => {
             // clap's usage errors would exit 2, which a task could mean; binder's is 125,
             // on one line like every other refusal.
-            binder_core::text::emit(&mut std::io::stderr(), &binder::cli::one_line(&e));
+            binder_core::text::emit(&mut std::io::stderr(), &binder::cli::one_line(&e, &args));
             std::process::exit(exit_code::REFUSED);
         }
     };

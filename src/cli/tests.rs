@@ -22,16 +22,36 @@ fn schema_subcommand_needs_no_shape() {
 #[test]
 fn errors_are_one_line_without_clap_tips() {
     let e = Cli::try_parse_from(["binder", "-n", "--local-size", "-1", "s.yaml"]).unwrap_err();
-    let line = one_line(&e);
+    let line = one_line(&e, &[]);
     assert!(!line.contains('\n') && !line.contains("'-- -1'"), "{line}");
     assert!(line.contains("not negative"), "{line}");
     let e = Cli::try_parse_from(["binder", "-n", "--local-size", "x", "s.yaml"]).unwrap_err();
-    let line = one_line(&e);
+    let line = one_line(&e, &[]);
     assert!(
         line.starts_with("invalid value 'x' for '--local-size <NUM>'"),
         "{line}"
     );
     assert!(line.ends_with("see `binder --help`"), "{line}");
+}
+
+#[test]
+fn habits_get_the_right_advice() {
+    let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    // `--dryrun`: the option meant.
+    let args = os(&["binder", "--dryrun", "s.yaml"]);
+    let line = one_line(&Cli::try_parse_from(&args).unwrap_err(), &args);
+    assert!(line.contains("did you mean `--dry-run`?"), "{line}");
+    // `-n 4 SHAPE` (an MPI habit): not "put the command after --".
+    let args = os(&["binder", "-n", "4", "shapes/cores-packed.yaml"]);
+    let line = one_line(&Cli::try_parse_from(&args).unwrap_err(), &args);
+    assert!(
+        line.contains("--local-size 4") && line.contains("-n is --dry-run"),
+        "{line}"
+    );
+    assert!(!line.contains("put the command after"), "{line}");
+    // A number after the command is the command's.
+    let args = os(&["binder", "s.yaml", "--", "app", "-n", "4", "x"]);
+    assert!(task_count_habit(&args).is_none());
 }
 
 /// The launch-line fast path gives what clap gives, and leaves everything else to it.

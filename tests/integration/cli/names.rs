@@ -55,6 +55,25 @@ fn catalog_names_resolve_in_the_clone_and_the_installed_catalog() {
         cpus(&bin.join("binder"), &elsewhere, "cores-packed"),
         by_path
     );
+    // The file name as the catalog lists it (`ls shapes/`) is the same shape (#46).
+    assert_eq!(
+        cpus(&bin.join("binder"), &elsewhere, "cores-packed.yaml"),
+        by_path
+    );
+    assert_eq!(cpus(exe, root(), "cores-packed.yaml"), by_path);
+    // `binder explain` takes catalog names too.
+    let out = run(
+        Command::new(bin.join("binder"))
+            .current_dir(&elsewhere)
+            .args(["explain", "--local-size", "2", "cores-packed"]),
+        SUCCESS,
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("# binder explain ")
+            && text.contains("share/binder/shapes/cores-packed.yaml"),
+        "{text}"
+    );
     // A name in no catalog says where it looked.
     let out = run(
         Command::new(bin.join("binder"))

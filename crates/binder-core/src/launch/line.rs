@@ -210,18 +210,23 @@ pub fn catalog_dirs() -> Vec<PathBuf> {
 }
 
 /// A shape named on the command line (`binder cores-packed -- ./app`, as the plugins
-/// take it): the file itself when it exists or reads as a path (a `/`, or `.yaml`/`.yml`),
-/// else `NAME.yaml` of the first of [`catalog_dirs`] that has it, else the name as given
-/// (reading it then says no such file).
+/// take it): the file itself when it exists or has a `/`, else `NAME.yaml` (or the
+/// `NAME.yaml` given as is) of the first of [`catalog_dirs`] that has it, else the name as
+/// given (reading it then says no such file).
 pub fn resolve_shape(arg: &std::path::Path) -> PathBuf {
     let name = arg.to_string_lossy();
-    let is_path = name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml");
-    if is_path || name.is_empty() || arg.exists() {
+    if name.contains('/') || name.is_empty() || arg.exists() {
         return arg.to_path_buf();
     }
+    // `cores-packed.yaml`, not in the working directory: the catalog's file of that name.
+    let file = if name.ends_with(".yaml") || name.ends_with(".yml") {
+        name.into_owned()
+    } else {
+        format!("{name}.yaml")
+    };
     catalog_dirs()
         .into_iter()
-        .map(|dir| dir.join(format!("{name}.yaml")))
+        .map(|dir| dir.join(&file))
         .find(|p| p.is_file())
         .unwrap_or_else(|| arg.to_path_buf())
 }
@@ -231,10 +236,16 @@ pub fn resolve_shape(arg: &std::path::Path) -> PathBuf {
 pub fn shape_path(name: &str, cwd: Option<&str>, catalog: &std::path::Path) -> PathBuf {
     if name.contains('/') || name.ends_with(".yaml") || name.ends_with(".yml") {
         let path = PathBuf::from(name);
-        match cwd {
+        let path = match cwd {
             Some(dir) if path.is_relative() => std::path::Path::new(dir).join(path),
             _ => path,
+        };
+        // A bare `cores-packed.yaml` that the job's directory does not hold: the
+        // catalog's file of that name.
+        if !name.contains('/') && !path.is_file() && catalog.join(name).is_file() {
+            return catalog.join(name);
         }
+        path
     } else {
         catalog.join(format!("{name}.yaml"))
     }
