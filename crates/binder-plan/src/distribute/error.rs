@@ -16,7 +16,7 @@ pub enum DistributeError {
         rest: usize,
     },
     /// Fewer units than tasks.
-    #[error("{}", too_few(origin, *tasks, *units, *unit, scope))]
+    #[error("{}", too_few(origin, *tasks, *units, *unit, scope, *finer))]
     TooFewUnits {
         /// The shape file.
         origin: String,
@@ -28,6 +28,9 @@ pub enum DistributeError {
         unit: Unit,
         /// Which part of the pool, for GPU localities (` near gpu:0 (package:0)`).
         scope: String,
+        /// Whether a unit of the pool has more than one PU, so that a finer unit gives
+        /// more of them (a node without SMT is never told to bind to PUs).
+        finer: bool,
     },
     /// A `bind:` width that some chosen units lie outside of (SEMANTICS §11).
     #[error("{origin}: `bind: {width}` cannot widen {units}: {why}")]
@@ -130,9 +133,16 @@ pub enum DistributeError {
 }
 
 /// The message for [`DistributeError::TooFewUnits`]: counted words in the right number, and
-/// only the fixes that apply (a finer unit only when the unit is core; fewer tasks only when
-/// there is more than one).
-fn too_few(origin: &str, tasks: usize, units: usize, unit: Unit, scope: &str) -> String {
+/// only the fixes that apply (a finer unit only when the unit is core and a core has more
+/// than one PU; fewer tasks only when there is more than one).
+fn too_few(
+    origin: &str,
+    tasks: usize,
+    units: usize,
+    unit: Unit,
+    scope: &str,
+    finer: bool,
+) -> String {
     let plural = |n: usize, word: &str| {
         if n == 1 {
             format!("{n} {word}")
@@ -152,7 +162,7 @@ fn too_few(origin: &str, tasks: usize, units: usize, unit: Unit, scope: &str) ->
         fixes.push("run fewer tasks per node");
     }
     fixes.push("select more resources");
-    if unit == Unit::Core {
+    if unit == Unit::Core && finer {
         fixes.push("bind to a finer unit (`bind: pu`)");
     }
     let fixes = match fixes.split_last() {

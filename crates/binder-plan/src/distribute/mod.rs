@@ -267,6 +267,8 @@ fn deal_pool(
                 units: part.len(),
                 unit: request.unit.unit,
                 scope: scope.clone(),
+                // `bind: pu` helps only where a unit has more than one PU (SMT).
+                finer: unit_sets.iter().any(|s| s.weight() > 1),
             });
         }
         for (shares, part) in dealt {
