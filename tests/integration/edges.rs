@@ -159,6 +159,12 @@ fn refusal_hints_fit_the_shape() {
         err.ends_with("or bind to a finer unit (`bind: pu`)\n"),
         "{err}"
     );
+    // Without SMT a finer unit gives nothing more (#46).
+    let (_, _, err) = dry(
+        "resources:\n  - type: core\n    count: 2\n",
+        &["--local-size", "3", "--synthetic", "core:4 pu:1"],
+    );
+    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 cores in the pool; run fewer tasks per node, or select more resources\n");
     let (code, _, err) = dry(
         "resources:\n  - type: package\n    with:\n      - type: slot\n",
         &["--local-size", "2", "--synthetic", "pack:1 core:4 pu:1"],
