@@ -7,7 +7,11 @@
 //!                                           ├─ binder_plan: shape → … → Plan → report
 //!                                           └─ binder_core: view → bind → exec
 //! ```
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
+
+// `libc` is the package's for `src/bin/binder-full.rs` (SIGPIPE), not the library's.
+use libc as _;
 
 pub mod cli;
 pub mod config;

@@ -3,6 +3,7 @@
 //! ([`cpulist`]), the persisted per-rank view ([`view`]) with the node cache ([`cache`])
 //! and the node ledger ([`ledger`]) that store it, and binding and exec ([`launch`]).
 //! `binder-plan` makes plans on top of it; the `binder` crate drives both.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
 
 pub mod cache;

@@ -28,6 +28,7 @@
 //!
 //! The FFI is a small hand-kept module ([`ffi`]); `tests/header.rs` compiles it against
 //! the installed headers.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
 
 pub mod ffi;

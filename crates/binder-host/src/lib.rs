@@ -5,6 +5,7 @@
 //! reading a topology from this host or an XML file ([`load()`]) and a shape file
 //! ([`shape_text`]).
 //! `binder-full` and both plugins use it; the `binder` executable (binder-core) does not.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod around;
 pub mod hostbind;

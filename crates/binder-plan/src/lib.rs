@@ -12,6 +12,7 @@
 //! No stage reads the environment, prints, or touches the process: inputs come in as
 //! values (the GPUs a job may have arrive as a [`gpu::Grant`]). Binding and exec are
 //! `binder-core`'s; the command line and the driver are the `binder` crate's.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
 
 pub mod cpuset;

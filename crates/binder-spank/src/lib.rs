@@ -24,6 +24,7 @@
 //!
 //! The FFI is a small hand-kept module ([`ffi`]) rather than `bindgen`; its doc says why,
 //! and a test checks it against the installed `spank.h`.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
 
 pub mod ffi;
