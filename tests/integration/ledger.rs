@@ -105,6 +105,7 @@ impl Procs for Fake {
             ppid: 1,
             pgrp: pid,
             start: *start,
+            threads: 1,
         })
     }
     fn status(&self, pid: u32) -> Option<Status> {
@@ -290,4 +291,74 @@ fn node_report_names_each_jobs_gpus() {
     let row = text.lines().find(|l| l.starts_with("slurm:5.0")).unwrap();
     assert!(row.contains(" gpu:1,gpu:8 "), "{text}");
     assert!(text.contains(" GPUS "), "{text}");
+}
+
+/// A task whose main thread exited while its workers run (`pthread_exit` in `main`: a
+/// zombie leader) still holds its CPU (#45): the next job of the same user goes elsewhere.
+#[test]
+fn a_zombie_leader_with_live_workers_still_holds_its_cpu() {
+    use std::process::{Command, Stdio};
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let cc = crate::common::has("cc");
+    if cpus < 2 || !crate::common::prerequisite(cc, "cc (builds the zombie-leader program)") {
+        return;
+    }
+    let dir = crate::common::scratch().join("zombie-leader");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("z.c"),
+        "#include <pthread.h>\n#include <unistd.h>\nstatic void *work(void *a) { (void)a; sleep(4); return 0; }\nint main(void) { pthread_t t; pthread_create(&t, 0, work, 0); pthread_exit(0); }\n",
+    )
+    .unwrap();
+    let built = Command::new("cc")
+        .args(["-O", "-pthread", "-o"])
+        .arg(dir.join("z"))
+        .arg(dir.join("z.c"))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    std::fs::write(
+        dir.join("one.yaml"),
+        "resources:\n  - type: core\n    count: 1\n",
+    )
+    .unwrap();
+    let ledger = crate::common::private_ledger();
+    let launch = |cmd: &[&str]| {
+        let mut c = crate::common::binder();
+        c.env("BINDER_LEDGER_DIR", &ledger)
+            .arg(dir.join("one.yaml"))
+            .arg("--")
+            .args(cmd);
+        c
+    };
+    let z = dir.join("z").display().to_string();
+    let mut first = launch(&[&z]).stdout(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let state = std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap();
+    let held = state
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        state.contains("State:\tZ"),
+        "not a zombie leader yet: {state}"
+    );
+    let out = launch(&[
+        "sh",
+        "-c",
+        "grep Cpus_allowed_list /proc/self/status | cut -f2",
+    ])
+    .output()
+    .unwrap();
+    let second = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(second, held, "the second job took the zombie leader's CPU");
+    let _ = first.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -327,6 +327,7 @@ mod tests {
                 ppid,
                 pgrp: pid,
                 start: 1,
+                threads: 1,
             })
         }
         fn status(&self, _: u32) -> Option<Status> {

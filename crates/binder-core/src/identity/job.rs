@@ -183,6 +183,7 @@ mod tests {
                 ppid,
                 pgrp: 70,
                 start: u64::from(pid) * 10,
+                threads: 1,
             })
         }
         fn status(&self, _: u32) -> Option<Status> {

@@ -220,6 +220,7 @@ mod tests {
                 ppid: 1,
                 pgrp: pid,
                 start: u64::from(pid) * 10,
+                threads: 1,
             })
         }
         fn status(&self, pid: u32) -> Option<Status> {

@@ -19,6 +19,7 @@ impl Procs for Fake {
             ppid: 1,
             pgrp: pid,
             start: *start,
+            threads: 1,
         })
     }
     fn status(&self, pid: u32) -> Option<Status> {

@@ -29,6 +29,9 @@ pub struct Stat {
     /// Start time in clock ticks since boot: with the PID, names one process for the
     /// whole uptime (a PID is reused, the pair is not).
     pub start: u64,
+    /// `num_threads`: the process's live threads. A process whose main thread exited
+    /// (`pthread_exit` in `main`) is a zombie leader whose workers still run.
+    pub threads: u64,
 }
 
 /// From `/proc/PID/status`.
@@ -160,9 +163,15 @@ pub fn affinity(pid: Option<u32>) -> Option<Vec<usize>> {
 pub struct Real;
 
 impl Stat {
-    /// Whether the process has ended (a zombie not yet reaped still has a stat line).
+    /// Whether the process has ended (a zombie not yet reaped still has a stat line; a
+    /// zombie *leader* whose other threads run has not).
     pub fn ended(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
+        match self.state {
+            'X' | 'x' => true,
+            // A zombie leader with live workers still runs where they run (#45).
+            'Z' => self.threads <= 1,
+            _ => false,
+        }
     }
 }
 
@@ -363,6 +372,7 @@ pub(crate) fn parse_stat(line: &str) -> Option<Stat> {
         ppid: u32::try_from(field(4)?).ok()?,
         pgrp: u32::try_from(field(5)?).ok()?,
         start: field(22)?,
+        threads: field(20).unwrap_or(1),
     })
 }
 
@@ -472,11 +482,27 @@ mod tests {
                 state: 'S',
                 ppid: 17,
                 pgrp: 4240,
-                start: 987654
+                start: 987654,
+                threads: 1
             })
         );
         assert_eq!(parse_stat("4242 (x) S 17"), None);
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn a_zombie_leader_with_live_threads_has_not_ended() {
+        // num_threads is field 20 (proc(5)).
+        let stat = |state: char, threads: u32| {
+            parse_stat(&format!(
+                "4242 (app) {state} 17 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 {threads} 0 987654 1000 200"
+            ))
+            .unwrap()
+        };
+        assert!(!stat('Z', 3).ended(), "main thread exited, workers run");
+        assert!(stat('Z', 1).ended());
+        assert!(stat('X', 3).ended());
+        assert!(!stat('S', 1).ended());
     }
 
     #[test]
