@@ -436,3 +436,46 @@ flux cancel --all"#;
         "{got:?}"
     );
 }
+
+/// SEMANTICS §4.2 under a Flux site default: a job that runs the wrapper (`flux run
+/// binder SHAPE -- …`, the README's line) is the wrapper's to bind, inside the job's
+/// cores (core 1 here: another job holds core 0), never the instance; beside an explicit
+/// `-o binder` the task is refused with one line naming both.
+#[test]
+fn plugin_default_leaves_the_wrapper_its_task() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let default_rc = common::private_ledger().with_extension("wrapper-default.lua");
+    std::fs::write(
+        &default_rc,
+        format!(
+            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\", default = \"cores-packed\" }} }}\n",
+            std::path::Path::new(common::binder_exe())
+                .with_file_name("libbinder_flux.so")
+                .display(),
+            root().join("shapes").display()
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        "flux submit -n1 -c1 sleep 60 >/dev/null\n\
+         flux run -n1 -c1 -o userrc={rc} \"$BINDER\" shapes/cores-packed.yaml -- sh -c \"$PROBE\"\n\
+         flux run -n1 -c1 -o userrc={rc} -o binder=cores-packed \"$BINDER\" shapes/cores-packed.yaml -- sh -c \"$PROBE\" 2>&1 | sed 's/^.*binder: /binder: /' | grep -c 'both bind this task' | sed 's/^/0|x|x|/; s/$/|x/'\n\
+         flux cancel --all",
+        rc = default_rc.display()
+    );
+    let got = instance(1, &script);
+    let _ = std::fs::remove_file(&default_rc);
+    let Some(got) = got else { return };
+    assert_eq!(got.len(), 2, "{got:?}");
+    // The wrapper bound it, on the job's core.
+    assert_eq!(
+        (got[0].1.affinity.as_str(), got[0].1.cpus.as_str()),
+        ("1", "1"),
+        "{got:?}"
+    );
+    // The explicit request beside the wrapper: the one refusal line.
+    assert_eq!(got[1].1.affinity, "1", "one line naming both: {got:?}");
+}

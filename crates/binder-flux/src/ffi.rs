@@ -61,4 +61,6 @@ extern "C" {
     ) -> c_int;
     /// Unsets a variable of a command's environment.
     pub fn flux_cmd_unsetenv(cmd: Cmd, name: *const c_char);
+    /// Argument `n` of a command (`NULL` past the last; owned by the command).
+    pub fn flux_cmd_arg(cmd: Cmd, n: c_int) -> *const c_char;
 }

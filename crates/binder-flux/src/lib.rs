@@ -47,6 +47,10 @@ static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
 /// task (the job's CPUs here, `CUDA_VISIBLE_DEVICES`), which binder gives it instead,
 /// since it turned them off before it could know.
 static FALLBACK: Mutex<Option<(Vec<usize>, String)>> = Mutex::new(None);
+/// Tasks whose command is binder's wrapper (local ids): under a site default the wrapper
+/// binds them (`Err(None)`), beside an explicit `-o binder` they are refused with the line
+/// (`Err(Some(line))`).
+static WRAPPED: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
 /// The request, from `flux_plugin_init`.
 static REQUEST: Mutex<Option<(Request, Site)>> = Mutex::new(None);
 
@@ -275,6 +279,21 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     };
     let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let get = |name: &str| getenv(shell, name);
+    // SAFETY: a valid task in `task.init`.
+    let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
+    if let Some(Ok(prepared)) = state.as_ref() {
+        // SAFETY: a valid command; the string is the command's, copied at once.
+        let arg0 = unsafe { ffi::flux_cmd_arg(cmd, 0) };
+        // SAFETY: not NULL, so a valid C string.
+        let arg0 = (!arg0.is_null()).then(|| {
+            unsafe { CStr::from_ptr(arg0) }
+                .to_string_lossy()
+                .into_owned()
+        });
+        if let Some(wrapper) = arg0.filter(|a| binder_core::launch::line::is_wrapper(a)) {
+            return leave_to_wrapper(prepared, local, &wrapper, cmd);
+        }
+    }
     let vars = match state.as_ref() {
         Some(Ok(prepared)) => match prepared.task_env(local, rank, &get, &mut std::io::stderr()) {
             Ok(vars) => vars,
@@ -285,8 +304,6 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
             None => return 0,
         },
     };
-    // SAFETY: a valid task in `task.init`.
-    let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
     for (name, value) in &vars {
         let (Ok(name), Ok(value)) = (CString::new(name.as_str()), CString::new(value.as_str()))
         else {
@@ -302,6 +319,44 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
             unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
         }
     }
+    0
+}
+
+/// A task whose command is binder's wrapper (SEMANTICS §4.2): under a site default the
+/// wrapper binds it, inside the job's cores here, which the shell takes as its own binding
+/// as Flux's cpu-affinity would have (the wrapper reads the job shell's binding as the
+/// job's allocation); beside an explicit `-o binder` the task is refused in `task.exec`
+/// with one line naming both.
+fn leave_to_wrapper(prepared: &Shell, local: usize, wrapper: &str, cmd: ffi::Cmd) -> c_int {
+    let refusal = (!prepared.request.site_default).then(|| {
+        format!(
+            "-o binder={} and the wrapper `{}` both bind this task; drop -o binder (the wrapper binds it), or run the command without the wrapper",
+            binder_core::text::printable(&prepared.request.shape, 80),
+            binder_core::text::printable(wrapper, 80)
+        )
+    });
+    if refusal.is_none() {
+        match shell::job_cpus(&prepared.node) {
+            Ok(cpus) if !cpus.is_empty() => {
+                if let Err(e) = binder_core::launch::affinity::bind_cpus_raw(&cpus) {
+                    say(&format!("warning: cannot bind the job shell to the job's cores ({e}); the wrapper may see more than the job's"));
+                }
+            }
+            Ok(_) => {}
+            Err(Refusal(why)) => say(&format!("warning: the job's cores cannot be found ({why}); the wrapper may see more than the job's")),
+        }
+        // What an outer binder exported must not reach the wrapper's task.
+        for stale in binder_core::launch::env::stale(&[]) {
+            if let Ok(name) = CString::new(stale) {
+                // SAFETY: valid command and C string.
+                unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
+            }
+        }
+    }
+    WRAPPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((local, refusal));
     0
 }
 
@@ -328,6 +383,17 @@ unsafe extern "C" fn task_exec(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     let Some((_, local, rank)) = current_task(shell) else {
         refuse("the job shell gave no current task; binder cannot place it");
     };
+    let wrapped = WRAPPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(l, _)| *l == local)
+        .map(|(_, r)| r.clone());
+    match wrapped {
+        Some(Some(line)) => refuse(&line),
+        Some(None) => return 0, // the wrapper binds it
+        None => {}
+    }
     let get = |name: &str| getenv(shell, name);
     let bound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         prepared.bind(local, rank, &get, &mut std::io::stderr())

@@ -65,6 +65,7 @@ const CHECKS: [(&str, &str); 13] = [
         "int (*)(flux_cmd_t *, int, const char *, const char *, ...)",
     ),
     ("flux_cmd_unsetenv", "void (*)(flux_cmd_t *, const char *)"),
+    ("flux_cmd_arg", "const char *(*)(const flux_cmd_t *, int)"),
 ];
 
 #[test]

@@ -89,7 +89,9 @@ impl Step<'_> {
         if self.step >= crate::ffi::SLURM_INTERACTIVE_STEP {
             return Decision::Stay;
         }
-        let wrapper = self.command.filter(|c| is_wrapper(c));
+        let wrapper = self
+            .command
+            .filter(|c| binder_core::launch::line::is_wrapper(c));
         match (self.asked, self.default) {
             (Some(off), _) if OFF.contains(&off) => Decision::Stay,
             (Some(shape), _) => match wrapper {
@@ -109,12 +111,6 @@ impl Step<'_> {
             (None, None) => Decision::Stay,
         }
     }
-}
-
-/// Whether a task's command is binder's wrapper (`binder`, `binder-full`, by any path).
-fn is_wrapper(command: &str) -> bool {
-    let name = command.rsplit('/').next().unwrap_or(command);
-    name == "binder" || name == "binder-full"
 }
 
 /// The step's environment as slurmstepd has it before forking the tasks

@@ -141,6 +141,14 @@ fn job_text(
     )
 }
 
+/// Whether a task's command is binder's own wrapper (`binder`, `binder-full`, by any
+/// path): a plugin leaves such a task to it (SEMANTICS §4.2: the user's line wins over a
+/// site default; with an explicit plugin request, the two are one refusal).
+pub fn is_wrapper(command: &str) -> bool {
+    let name = command.rsplit('/').next().unwrap_or(command);
+    name == "binder" || name == "binder-full"
+}
+
 /// The key a job's plan is found by in the node cache and the ledger: `job_text` and
 /// the envelope's part, composed in one place so that no front can leave the envelope out
 /// (which would split one job's plan between the executables and the plugins).
