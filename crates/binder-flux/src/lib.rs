@@ -284,8 +284,8 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     if let Some(Ok(prepared)) = state.as_ref() {
         // SAFETY: a valid command; the string is the command's, copied at once.
         let arg0 = unsafe { ffi::flux_cmd_arg(cmd, 0) };
-        // SAFETY: not NULL, so a valid C string.
         let arg0 = (!arg0.is_null()).then(|| {
+            // SAFETY: not NULL, so a valid C string the command owns.
             unsafe { CStr::from_ptr(arg0) }
                 .to_string_lossy()
                 .into_owned()
