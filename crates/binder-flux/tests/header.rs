@@ -18,7 +18,7 @@ fn have(what: &str, ok: bool) -> bool {
 }
 
 /// `ffi.rs`'s declarations, as C function pointers of the same types.
-const CHECKS: [(&str, &str); 13] = [
+const CHECKS: [(&str, &str); 14] = [
     (
         "flux_plugin_set_name",
         "int (*)(flux_plugin_t *, const char *)",
