@@ -216,3 +216,76 @@ fn the_dry_run_applies_the_inherited_list_too() {
         "{env}"
     );
 }
+
+/// Partial steering (#45): bob's task (CPU 4) holds GPU 0; mallory bound a process onto
+/// bob's CPU afterwards and claims GPUs 1-3. Every GPU is claimed, so the plan cannot
+/// avoid them all; it still avoids bob's, whose claim holds its CPU, and hands out one
+/// only mallory names (before: steering was dropped whole and GPU 0 handed out).
+#[test]
+fn steering_gives_up_a_squatters_claim_first() {
+    use binder_core::envelope::Envelope;
+    use binder_core::identity::{job::JobId, Identity};
+    use binder_core::launch::ledgered::{Avoid, Job, Planner};
+    use binder_core::launch::line::{JobKey, Requests};
+    use binder_core::ledger::{Claim, Holder, Scan, FORMAT};
+    use binder_core::view::Packing;
+    use binder_host::around::{HostPlanner, Refusal};
+    use binder_plan::gpu::Grant;
+    use binder_plan::shape::Shape;
+    use binder_plan::topology::Source;
+
+    let Some(shared) = shared() else { return };
+    let xml = topology(&shared, NODE);
+    let shape = Shape::from_yaml(SHAPE, "s.yaml").unwrap();
+    let none = |_: &str| None;
+    let loader = Box::new(move |s: &Shape| {
+        binder_host::for_shape(s, &Source::Xml(xml.clone()), None).map_err(Refusal::from)
+    });
+    let mut planner: HostPlanner<'_, Refusal> =
+        HostPlanner::new(&shape, Grant::EVERY, &none, loader);
+    let envelope = Envelope::allowed();
+    let key = JobKey::new(SHAPE, &Requests::default(), None, &none, &envelope);
+    let identity = Identity::given(0, 1);
+    let job = Job::new("s.yaml", &key, &identity, &envelope);
+    let holder = |owner: u32, pid: u32, start: u64, gpus: &[&str]| Holder {
+        owner,
+        claim: Claim {
+            format: FORMAT,
+            job: JobId(format!("slurm:{pid}.0")),
+            rank: 0,
+            size: 1,
+            pid,
+            start,
+            cpus: vec![4],
+            gpus: gpus.iter().map(|g| g.to_string()).collect(),
+            pack: Packing::Fill,
+            unit: "core".into(),
+            places: 1,
+        },
+        cpus: vec![4],
+        confirmed: true,
+    };
+    let (bob, mallory) = (
+        "0000:4e:00.0",
+        ["0000:5f:00.0", "0000:cb:00.0", "0000:db:00.0"],
+    );
+    let mut scan = Scan::new(1000);
+    scan.holders = vec![
+        holder(1001, 10, 100, &[bob]),
+        holder(1002, 20, 200, &mallory),
+    ];
+    scan.steer_gpus = std::iter::once(bob)
+        .chain(mallory)
+        .map(String::from)
+        .collect();
+    let (views, _) = planner
+        .around(&job, &scan, &Avoid::default(), &mut Vec::new())
+        .unwrap_or_else(|Refusal(why)| panic!("{why}"));
+    let gpus: Vec<&str> = views[0].gpus.iter().map(|g| g.busid.as_str()).collect();
+    assert_eq!(gpus.len(), 1, "{gpus:?}");
+    assert_ne!(
+        gpus[0], bob,
+        "bob's GPU handed out while mallory's claims sit on his CPU"
+    );
+    assert!(mallory.contains(&gpus[0]), "{gpus:?}");
+}

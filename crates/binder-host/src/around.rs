@@ -197,7 +197,8 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid, steer: &[usize]) -> BTreeMap<
 
 /// The plan around what `scan` holds and `avoid`. What only steers (other users' GPU
 /// claims, their entries where `/proc` hides them: SEMANTICS §13.2) is avoided when the
-/// job fits without it, and never the reason for a refusal.
+/// job fits without it, as much of it as the job fits without (firm claims' GPUs last:
+/// `crate::steer`), and never the reason for a refusal.
 fn around<E: From<PlanError> + From<LedgerError>>(
     job: &Job<'_>,
     shape: &Shape,
@@ -208,12 +209,15 @@ fn around<E: From<PlanError> + From<LedgerError>>(
     err: &mut impl Write,
 ) -> Result<Vec<TaskView>, E> {
     if !scan.steer_cpus.is_empty() || !scan.steer_gpus.is_empty() {
-        let steered = grant.clone().steering(scan.steer_gpus.clone());
-        let mut quiet = Vec::new();
-        let held = (scan, avoid, scan.steer_cpus.as_slice());
-        if let Ok(views) = around_once::<E>(job, shape, &steered, held, t, &mut quiet) {
-            let _ = err.write_all(&quiet);
-            return Ok(views);
+        // Every claimed GPU, then only firm claims' (`crate::steer`): partial steering.
+        for gpus in crate::steer::levels(scan) {
+            let steered = grant.clone().steering(gpus);
+            let mut quiet = Vec::new();
+            let held = (scan, avoid, scan.steer_cpus.as_slice());
+            if let Ok(views) = around_once::<E>(job, shape, &steered, held, t, &mut quiet) {
+                let _ = err.write_all(&quiet);
+                return Ok(views);
+            }
         }
     }
     around_once(job, shape, grant, (scan, avoid, &[]), t, err)

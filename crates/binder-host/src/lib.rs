@@ -11,5 +11,6 @@ pub mod around;
 pub mod hostbind;
 mod load;
 pub mod node;
+mod steer;
 
 pub use load::{for_shape, load, plugin_host, shape_file, shape_text, MAX_XML_BYTES};
