@@ -362,3 +362,67 @@ fn a_zombie_leader_with_live_workers_still_holds_its_cpu() {
     let _ = first.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ulimit -Sn 5` (#45): binder raises its soft open-file limit for the launch, so it
+/// still reads the ledger and /proc (the next job of the user goes around the first), and
+/// gives the task the user's limit back.
+#[test]
+fn a_low_open_file_limit_neither_blinds_the_launch_nor_reaches_the_task() {
+    use std::process::{Command, Stdio};
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 || !crate::common::prerequisite(crate::common::has("bash"), "bash") {
+        return;
+    }
+    let dir = crate::common::scratch().join("low-nofile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = dir.join("one.yaml");
+    std::fs::write(&shape, "resources:\n  - type: core\n    count: 1\n").unwrap();
+    let ledger = crate::common::private_ledger();
+    let mut first = crate::common::binder();
+    first
+        .env("BINDER_LEDGER_DIR", &ledger)
+        .arg(&shape)
+        .args(["--", "sleep", "3"])
+        .stdout(Stdio::null());
+    let mut first = first.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let held = std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap();
+    let held = held
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let bin = crate::common::binder();
+    let mut second = Command::new("bash");
+    second
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 5; exec '{}' '{}' -- sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2; ulimit -Sn'",
+            crate::common::binder_exe(),
+            shape.display()
+        ))
+        .env("BINDER_LEDGER_DIR", &ledger);
+    for (k, v) in bin.get_envs() {
+        if k != "BINDER_LEDGER_DIR" {
+            match v {
+                Some(v) => second.env(k, v),
+                None => second.env_remove(k),
+            };
+        }
+    }
+    let out = second.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}{stderr}");
+    assert_ne!(
+        lines[0], held,
+        "planned as if the first job did not run: {stderr}"
+    );
+    assert_eq!(lines[1], "5", "the task keeps the user's own limit");
+    assert!(!stderr.contains("read in part"), "{stderr}");
+    let _ = first.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

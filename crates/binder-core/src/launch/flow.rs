@@ -99,6 +99,55 @@ pub fn launch<F: Front>(
     front: &mut F,
     err: &mut impl Write,
 ) -> Result<Vec<(String, String)>, FrontError<F>> {
+    // A launch reads /proc and the ledger through file descriptors: with `ulimit -n` at a
+    // handful it could list neither and plan as if nobody ran (#45). The soft limit is
+    // raised for the launch (within the hard one) and given back before the task runs.
+    let _files = Files::enough();
+    launch_inner(job, env, front, err)
+}
+
+/// The soft `RLIMIT_NOFILE` a launch needs: a few directories and files open at once.
+const LAUNCH_FILES: u64 = 64;
+
+/// Raises the soft file limit to [`LAUNCH_FILES`] (never above the hard limit) while it
+/// lives, and gives the original back when dropped: the task runs with the user's limit.
+struct Files(Option<rustix::process::Rlimit>);
+
+impl Files {
+    fn enough() -> Files {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let now = getrlimit(Resource::Nofile);
+        let low = now.current.is_some_and(|c| c < LAUNCH_FILES);
+        if !low {
+            return Files(None);
+        }
+        let want = now.maximum.map_or(LAUNCH_FILES, |m| m.min(LAUNCH_FILES));
+        let raised = Rlimit {
+            current: Some(want),
+            maximum: now.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => Files(Some(now)),
+            Err(_) => Files(None),
+        }
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        if let Some(original) = self.0.take() {
+            let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, original);
+        }
+    }
+}
+
+/// [`launch`] once the launch may open what it needs.
+fn launch_inner<F: Front>(
+    job: &Job<'_>,
+    env: &dyn Env,
+    front: &mut F,
+    err: &mut impl Write,
+) -> Result<Vec<(String, String)>, FrontError<F>> {
     let get = |k: &str| env.var(k);
     let state = LedgerState::open(&get);
     let off = matches!(state, LedgerState::Off);
@@ -130,6 +179,15 @@ pub fn launch<F: Front>(
     } else {
         others::kernel_scan(&crate::procfs::Real, crate::procfs::euid())
     };
+    if let Some(why) = scan.incomplete.as_ref().filter(|_| job.identity.rank == 0) {
+        crate::text::emit(
+            err,
+            &format!(
+                "warning: the kernel's view of other users' tasks could not be taken either ({}): planned as if none ran; raise the open-file limit (`ulimit -n`, at least {LAUNCH_FILES}) to let binder see them",
+                crate::text::printable(why, 120)
+            ),
+        );
+    }
     let (views, _) = if scan.is_empty() {
         front.planner().plain(job, err)?
     } else {
