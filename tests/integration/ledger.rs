@@ -426,3 +426,33 @@ fn a_low_open_file_limit_neither_blinds_the_launch_nor_reaches_the_task() {
     let _ = first.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A warning is said once per launch (#45): the warm `binder` that hands a launch over to
+/// `binder-full` (here on a cold node cache) leaves the saying to it. A hard open-file
+/// limit of 5 makes /proc unlistable, so the ledger is read in part and says so.
+#[test]
+fn a_warning_is_said_once_even_when_the_launch_is_handed_over() {
+    let cache = crate::common::scratch().join("said-once-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "ulimit -n 5; exec '{}' shapes/cores-packed.yaml -- true",
+            crate::common::binder_exe()
+        ))
+        .current_dir(crate::common::root());
+    for (k, v) in crate::common::binder().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.env("BINDER_CACHE_DIR", &cache).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("node ledger read in part").count(),
+        1,
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}
