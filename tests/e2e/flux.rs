@@ -223,6 +223,24 @@ fn with_plugin(size: usize, script: &str) -> Option<Vec<(String, Report)>> {
     got
 }
 
+/// A user initrc that loads the plugin as a site does, with `default` as the site's
+/// default shape (the caller removes it).
+fn site_default_rc(name: &str, default: &str) -> PathBuf {
+    let rc = common::private_ledger().with_extension(format!("{name}.lua"));
+    std::fs::write(
+        &rc,
+        format!(
+            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\", default = \"{default}\" }} }}\n",
+            std::path::Path::new(common::binder_exe())
+                .with_file_name("libbinder_flux.so")
+                .display(),
+            root().join("shapes").display()
+        ),
+    )
+    .unwrap();
+    rc
+}
+
 /// `flux run -n2 -o binder=…`: each task bound as the dry-run says, by the plugin alone
 /// (no `binder` in the command), with the report line.
 #[test]
@@ -369,18 +387,7 @@ fn plugin_inside_an_instance_on_part_of_the_node() {
     // flux alloc on core 1 (a job holds core 0): plugin jobs inside it, a shape that
     // leaves the task unbound (`bind: none` for rank 0 of master-worker: the job's core,
     // not the node), and a declined site default (the job's core, Flux's -1 for GPUs).
-    let default_rc = common::private_ledger().with_extension("default.lua");
-    std::fs::write(
-        &default_rc,
-        format!(
-            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\", default = \"gpu-devices-only\" }} }}\n",
-            std::path::Path::new(common::binder_exe())
-                .with_file_name("libbinder_flux.so")
-                .display(),
-            root().join("shapes").display()
-        ),
-    )
-    .unwrap();
+    let default_rc = site_default_rc("default", "gpu-devices-only");
     let script = format!(
         "export RC\nflux submit -n1 -c1 sleep 60 >/dev/null\n\
          flux alloc -n1 -c1 sh -c 'flux run -n1 -o userrc=$RC -o binder=cores-packed sh -c \"$PROBE\"; \
@@ -447,18 +454,7 @@ fn plugin_default_leaves_the_wrapper_its_task() {
         eprintln!("SKIPPED: needs 2 CPUs");
         return;
     }
-    let default_rc = common::private_ledger().with_extension("wrapper-default.lua");
-    std::fs::write(
-        &default_rc,
-        format!(
-            "plugin.load {{ file = \"{}\", conf = {{ catalog = \"{}\", default = \"cores-packed\" }} }}\n",
-            std::path::Path::new(common::binder_exe())
-                .with_file_name("libbinder_flux.so")
-                .display(),
-            root().join("shapes").display()
-        ),
-    )
-    .unwrap();
+    let default_rc = site_default_rc("wrapper-default", "cores-packed");
     let script = format!(
         "flux submit -n1 -c1 sleep 60 >/dev/null\n\
          flux run -n1 -c1 -o userrc={rc} \"$BINDER\" shapes/cores-packed.yaml -- sh -c \"$PROBE\"\n\

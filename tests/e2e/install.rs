@@ -36,6 +36,18 @@ fn install(prefix: &Path) -> bool {
     true
 }
 
+/// The one task's `BINDER_CPUS|affinity` line is what the dry-run promises one task.
+fn bound_as_promised(out: &std::process::Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let one = promised("shapes/cores-packed.yaml", 1);
+    assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
+}
+
 #[test]
 fn make_install_then_both_plugins_from_the_installed_files() {
     let prefix: PathBuf = common::scratch().join(format!("prefix-{}", std::process::id()));
@@ -100,14 +112,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
             ])
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let one = promised("shapes/cores-packed.yaml", 1);
-        assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
+        bound_as_promised(&out);
     }
 
     // Flux's job shell with the installed lua.d file (as -o userrc=, which a site puts in
@@ -146,14 +151,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("/opt/flux/bin:{path}"));
         let out = cmd.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let one = promised("shapes/cores-packed.yaml", 1);
-        assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
+        bound_as_promised(&out);
     }
     let _ = std::fs::remove_dir_all(&prefix);
 }
