@@ -51,8 +51,8 @@ pub fn block_libxml() -> Vec<&'static str> {
 /// Whether `t`, loaded on the host, is an XML of this very host that hwloc does not take
 /// for it: Flux's job shell with `-o hwloc.xmlfile` hands every task `HWLOC_XMLFILE`,
 /// its own export of this node, and hwloc treats any XML as another machine (binding to
-/// it would be refused). When the XML names this host (`HostName`) and holds exactly its
-/// online CPUs, this sets `HWLOC_THISSYSTEM=1` (hwloc's own switch for that) so the next
+/// it would be refused). When the XML names this host (`HostName`) and holds its online
+/// CPUs, all of them or some (an export restricted to the job's cores), this sets `HWLOC_THISSYSTEM=1` (hwloc's own switch for that) so the next
 /// load is this system; process-wide, like [`block_unused_plugins`], for the CLI alone.
 /// An XML of another machine stays refused.
 pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
@@ -69,7 +69,12 @@ pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
         .is_some_and(|h| h == binder_core::identity::hostname());
     let pus = t.complete().to_vec();
     let online = binder_core::procfs::Real.online();
-    if !named || online.as_deref() != Some(&pus[..]) {
+    // All of this host's online CPUs, or some of them: `-o hwloc.restrict=1` hands the
+    // task its export restricted to the job's cores (#44).
+    let inside = online
+        .as_deref()
+        .is_some_and(|on| !pus.is_empty() && pus.iter().all(|p| on.binary_search(p).is_ok()));
+    if !named || !inside {
         return false;
     }
     std::env::set_var("HWLOC_THISSYSTEM", "1");

@@ -475,3 +475,27 @@ fn plugin_default_leaves_the_wrapper_its_task() {
     // The explicit request beside the wrapper: the one refusal line.
     assert_eq!(got[1].1.affinity, "1", "one line naming both: {got:?}");
 }
+
+/// `-o hwloc.xmlfile=1 -o hwloc.restrict=1`: the shell hands the task an XML of this host
+/// restricted to the job's cores; binder takes it for this host (it names it and holds
+/// some of its online CPUs) and binds inside it, on core 1 here (another job holds 0).
+#[test]
+fn the_shells_restricted_xml_is_this_host_too() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null
+flux run -n1 -c1 -o hwloc.xmlfile=1 -o hwloc.restrict=1 "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"
+flux cancel --all"#;
+    let Some(got) = instance(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 1, "{got:?}");
+    let r = &got[0].1;
+    assert_eq!(
+        (r.affinity.as_str(), r.cpus.as_str()),
+        ("1", "1"),
+        "{got:?}"
+    );
+}
