@@ -64,7 +64,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["HWLOC_XMLFILE", "HWLOC_SYNTHETIC"],
-        what: "make hwloc describe another machine: a launch refuses (use `--topology` for a dry-run), unless the XML names this host and holds exactly its online CPUs (Flux's `-o hwloc.xmlfile`); every `HWLOC_*` variable is part of the node cache's key",
+        what: "make hwloc describe another machine: a launch refuses (use `--topology` for a dry-run), unless the XML names this host and holds its online CPUs, all or some (Flux's `-o hwloc.xmlfile`, with or without `hwloc.restrict`); every `HWLOC_*` variable is part of the node cache's key",
     },
     Entry {
         names: &["SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST"],
