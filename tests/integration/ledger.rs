@@ -293,6 +293,16 @@ fn node_report_names_each_jobs_gpus() {
     assert!(text.contains(" GPUS "), "{text}");
 }
 
+/// The `Cpus_allowed_list` of a `/proc/PID/status` text.
+fn allowed_list(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
 /// A task whose main thread exited while its workers run (`pthread_exit` in `main`: a
 /// zombie leader) still holds its CPU (#45): the next job of the same user goes elsewhere.
 #[test]
@@ -335,12 +345,7 @@ fn a_zombie_leader_with_live_workers_still_holds_its_cpu() {
     let mut first = launch(&[&z]).stdout(Stdio::null()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
     let state = std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap();
-    let held = state
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let held = allowed_list(&state);
     assert!(
         state.contains("State:\tZ"),
         "not a zombie leader yet: {state}"
@@ -386,13 +391,8 @@ fn a_low_open_file_limit_neither_blinds_the_launch_nor_reaches_the_task() {
         .stdout(Stdio::null());
     let mut first = first.spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let held = std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap();
-    let held = held
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let held =
+        allowed_list(&std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap());
     let bin = crate::common::binder();
     let mut second = Command::new("bash");
     second

@@ -34,6 +34,12 @@ impl std::fmt::Display for JobId {
 /// The longest job id kept (launchers' ids are far shorter; a forged one is cut).
 const MAX_ID: usize = 96;
 
+/// Whether a job id, or its file-name part (which keeps these markers), was named by
+/// the launcher rather than made up by binder from a process ([`JobId::from_launcher`]).
+pub(crate) fn named_by_launcher(id: &str) -> bool {
+    !id.starts_with("pgid-") && !id.contains("ppid-")
+}
+
 impl JobId {
     /// The id as a file name part: `[A-Za-z0-9._-]`, every other byte `_`.
     pub fn file_part(&self) -> String {
@@ -53,7 +59,7 @@ impl JobId {
     /// proxy), rather than binder making it up from a process (`pgid-…`, `…:ppid-…`):
     /// only then are two shapes under one id one job's ranks (MPMD).
     pub fn from_launcher(&self) -> bool {
-        !self.0.starts_with("pgid-") && !self.0.contains("ppid-")
+        named_by_launcher(&self.0)
     }
 
     /// A distinct job with the same launcher id: a second `binder` of one process group

@@ -294,7 +294,7 @@ impl Ledger {
     /// Whether `job.<part>` is a launcher's job (named by its launcher, not by binder from a
     /// process) whose plan was written less than `GRACE_SECS` ago.
     fn young_launcher_plan(&self, part: &str) -> bool {
-        if part.starts_with("pgid-") || part.contains("ppid-") {
+        if !crate::identity::job::named_by_launcher(part) {
             return false;
         }
         let Ok(st) = rfs::statat(
