@@ -444,6 +444,34 @@ flux cancel --all"#;
     );
 }
 
+/// SEMANTICS §4.2 with `-o cpu-affinity=off`: the job shell keeps its broker's binding
+/// (the whole instance), so the wrapper reads the job's core from R and stays on it
+/// (core 1: another job holds core 0), never widening to the instance. Also in a nested
+/// instance on core 1 (`flux alloc -n1 -c1` beside a job on core 0), whose R numbers
+/// that core 0.
+#[test]
+fn cpu_affinity_off_still_stays_on_the_jobs_core() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null
+flux run -n1 -c1 -o cpu-affinity=off "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"
+flux alloc -n1 -c1 sh -c 'flux run -n1 -o cpu-affinity=off "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"'
+flux cancel --all"#;
+    let Some(got) = instance(1, script) else {
+        return;
+    };
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (_, r) in &got {
+        assert_eq!(
+            (r.affinity.as_str(), r.cpus.as_str()),
+            ("1", "1"),
+            "{got:?}"
+        );
+    }
+}
+
 /// SEMANTICS §4.2 under a Flux site default: a job that runs the wrapper (`flux run
 /// binder SHAPE -- …`, the README's line) is the wrapper's to bind, inside the job's
 /// cores (core 1 here: another job holds core 0), never the instance; beside an explicit
