@@ -198,6 +198,66 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
         assert_eq!(devices, ["0", "1"], "srun {gpus:?}: {all}");
         eprintln!("srun {gpus:?} --binder=gpu-devices-only: {devices:?}");
     }
+
+    // The wrapper, whose tasks inherit only their own GPU: inside a batch job
+    // (SLURM_JOB_GPUS names the step's two) it plans with both, as the plugin does.
+    let binder = common::binder_exe();
+    let mut script = format!(
+        "#!/bin/sh\nexport HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 TAG\n",
+        xml.display()
+    );
+    let variants = [
+        "--gpus-per-task=1",
+        "--gpu-bind=single:1",
+        "--gpu-bind=map_gpu:1,0",
+    ];
+    for (i, gpus) in variants.iter().enumerate() {
+        script.push_str(&format!(
+            "TAG=w{i} srun -n2 --overcommit {gpus} {binder} shapes/gpu-devices-only.yaml -- sh $PROBE\n"
+        ));
+    }
+    let out = sbatch(
+        slurm,
+        &ledger,
+        &["-n2", "--overcommit", "--gpus=2"],
+        &script,
+    );
+    let s = seen(&out);
+    for (i, gpus) in variants.iter().enumerate() {
+        let devices: Vec<&str> = s
+            .get(&format!("w{i}"))
+            .map(|t| t.values().map(|f| f[4].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(devices, ["0", "1"], "wrapper, srun {gpus} in sbatch: {out}");
+    }
+    assert!(!out.contains("binder:"), "{out}");
+
+    // Outside one, Slurm says how many GPUs the step has but not which (two of the XML's
+    // eight): one line that says so and what to do, never "ask for --gpus-per-task".
+    let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--overcommit"])
+        .args([
+            "--gpus-per-task=1",
+            binder,
+            "shapes/gpu-devices-only.yaml",
+            "--",
+            "true",
+        ])
+        .env("HWLOC_XMLFILE", &xml)
+        .env("HWLOC_THISSYSTEM", "1")
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    let lines: Vec<&str> = all.lines().filter(|l| l.starts_with("binder:")).collect();
+    assert_eq!(lines.len(), 2, "one line per task: {all}");
+    for line in lines {
+        assert!(
+            line.contains("SLURM_GPUS_ON_NODE=2")
+                && line.contains("--binder=SHAPE")
+                && !line.contains("--gpus-per-task"),
+            "{all}"
+        );
+    }
 }
 
 /// `srun --multi-prog` whose two contexts run different shapes through the wrapper, each a

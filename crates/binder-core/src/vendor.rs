@@ -78,6 +78,11 @@ pub const VENDORS: [VendorRow; 3] = [
 /// A scheduler's GPU allocation for any vendor, first one set wins: Slurm's GPU indices.
 pub const SCHEDULER_GPU_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
 
+/// How many GPUs the step has on this node, which Slurm exports to every task even where
+/// it gives each task only some of them (`--gpus-per-task`, `--gpu-bind`): then the
+/// task's own variables are not the job's (SEMANTICS §9).
+pub const SCHEDULER_GPU_COUNT: &str = "SLURM_GPUS_ON_NODE";
+
 impl Vendor {
     /// Its row of [`VENDORS`].
     pub const fn row(self) -> &'static VendorRow {
@@ -96,9 +101,23 @@ impl std::fmt::Display for Vendor {
     }
 }
 
+/// The step's GPU count here ([`SCHEDULER_GPU_COUNT`]) when Slurm gave this task only
+/// some of them: its `SLURM_STEP_GPUS` lists fewer. Its allocation variables are then
+/// its own devices, not the job's: they neither key the job's plan (every task of the
+/// step keys it alike) nor bound its GPUs.
+pub fn task_split(get: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
+    let count: usize = get(SCHEDULER_GPU_COUNT)?.trim().parse().ok()?;
+    let task = get(SCHEDULER_GPU_VARS[0])?;
+    let listed = task
+        .split(',')
+        .filter(|e| !e.trim().is_empty() && e.trim() != "NoDevFiles")
+        .count();
+    (count > 0 && listed < count).then_some(count)
+}
+
 /// How many names [`GPU_GRANT_VARS`] has.
 const GRANT_COUNT: usize = {
-    let mut n = SCHEDULER_GPU_VARS.len();
+    let mut n = SCHEDULER_GPU_VARS.len() + 1;
     let mut i = 0;
     while i < VENDORS.len() {
         n += VENDORS[i].allocation.len();
@@ -108,7 +127,7 @@ const GRANT_COUNT: usize = {
 };
 
 /// Every variable that can change which GPUs a job gets (SEMANTICS §9): each vendor's
-/// allocation variables, then the scheduler's. The node cache and the ledger key a plan
+/// allocation variables, then the scheduler's and its count. The node cache and the ledger key a plan
 /// on their values, and the manual's ENVIRONMENT row is this list.
 pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
     let mut out = [""; GRANT_COUNT];
@@ -128,6 +147,7 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
         k += 1;
         s += 1;
     }
+    out[k] = SCHEDULER_GPU_COUNT;
     out
 };
 
@@ -201,6 +221,7 @@ mod tests {
                 "ZE_AFFINITY_MASK",
                 "SLURM_STEP_GPUS",
                 "SLURM_JOB_GPUS",
+                "SLURM_GPUS_ON_NODE",
             ]
         );
     }

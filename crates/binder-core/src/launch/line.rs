@@ -124,8 +124,16 @@ fn job_text(
     site: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> String {
+    // A task given some of the step's GPUs keys the plan by the step's, as its
+    // siblings do (`vendor::task_split`).
+    let split = crate::vendor::task_split(env);
     let gpus: String = GPU_GRANT_VARS
         .iter()
+        .filter(|&&n| {
+            split.is_none()
+                || n == crate::vendor::SCHEDULER_GPU_COUNT
+                || n == crate::vendor::SCHEDULER_GPU_VARS[1]
+        })
         .filter_map(|n| env(n).map(|v| format!("{n}={v};")))
         .collect();
     let Requests {

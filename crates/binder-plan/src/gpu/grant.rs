@@ -13,12 +13,21 @@
 //! vendor's how the runtime names it (Slurm with constrained devices exports
 //! `CUDA_VISIBLE_DEVICES=0,1` for physical GPUs 2 and 3). A task's variable lists the
 //! entries it was given, written as inherited: never renumbered, never a GPU outside them.
+//!
+//! Slurm may give each task only some of the step's GPUs (`--gpus-per-task`,
+//! `--gpu-bind=single:N`, `map_gpu`): the task then inherits its own GPUs in every
+//! variable, and only `SLURM_GPUS_ON_NODE` still says how many the step has here. Those
+//! are the job's GPUs (SEMANTICS §9, GPUs per task): `SLURM_JOB_GPUS` when it lists that
+//! many (a step inside `sbatch`/`salloc`), else every GPU of the node when it has that
+//! many; binder plans within them and writes each task's devices as Slurm numbers them
+//! (physical indices, or positions in the step's list where constrained devices renumber).
+//! Where neither says which GPUs they are, the grant is empty and the refusal says so.
 
 use super::mig::{self, MigListing};
 use super::model::Gpu;
 use super::Vendor;
 
-use binder_core::vendor::{SCHEDULER_GPU_VARS, VENDORS};
+use binder_core::vendor::{SCHEDULER_GPU_COUNT, SCHEDULER_GPU_VARS, VENDORS};
 
 /// The most entries read from one variable; the longest entry kept.
 const MAX_ENTRIES: usize = 1024;
@@ -44,6 +53,9 @@ pub struct Grant {
     /// Where the inherited MIG instances lie (`nvidia-smi -L`), once the host was asked
     /// (empty when the driver gave nothing): the listing is asked for at most once.
     mig: Option<MigListing>,
+    /// The step's GPU count here when Slurm gave this task only some of them (see the
+    /// module doc): the grant must come to that many, or it is empty.
+    split: Option<usize>,
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -68,6 +80,7 @@ impl Grant {
         steer: Vec::new(),
         uuid: false,
         mig: None,
+        split: None,
     };
 
     /// The allocation the environment `get` describes (nothing held yet).
@@ -81,8 +94,31 @@ impl Grant {
             ));
             Some(entries(&value))
         };
-        let lists = VENDORS.each_ref().map(|row| first(row.allocation));
-        let slurm = first(&SCHEDULER_GPU_VARS);
+        let mut lists = VENDORS.each_ref().map(|row| first(row.allocation));
+        let mut slurm = first(&SCHEDULER_GPU_VARS);
+        let count = binder_core::vendor::task_split(get).filter(|&k| k <= MAX_ENTRIES);
+        let step = get(SCHEDULER_GPU_VARS[0]).map(|v| entries(&v));
+        let mut split = None;
+        if let (Some(k), Some(task)) = (count, step) {
+            // This task's GPUs, not the step's: the step's are the job's if Slurm
+            // lists them, else (`split`) every GPU of a node that has `k`.
+            said.push(format!("{SCHEDULER_GPU_COUNT}={k}"));
+            let job = get(SCHEDULER_GPU_VARS[1])
+                .map(|v| entries(&v))
+                .filter(|j| j.len() == k);
+            // Constrained devices renumber: the task's vendor entries are then
+            // positions in the step's list, not its physical indices.
+            let renumbered = lists
+                .iter()
+                .flatten()
+                .any(|l| l.len() == task.len() && l.iter().zip(&task).any(|(a, b)| a != b));
+            let positions: Vec<String> = (0..k).map(|i| i.to_string()).collect();
+            for list in lists.iter_mut().filter(|l| l.is_some()) {
+                *list = (renumbered && job.is_some()).then(|| positions.clone());
+            }
+            split = job.is_none().then_some(k);
+            slurm = job;
+        }
         Grant {
             lists,
             slurm,
@@ -91,6 +127,7 @@ impl Grant {
             steer: Vec::new(),
             uuid: false,
             mig: None,
+            split,
         }
     }
 
@@ -138,6 +175,9 @@ impl Grant {
     /// with the name its runtime variable will use; their `index` is their position in
     /// what is returned, their `number` stays the node's.
     pub fn apply(&self, all: Vec<Gpu>) -> Vec<Gpu> {
+        if self.split.is_some_and(|k| k != all.len()) {
+            return Vec::new();
+        }
         let mut used: Vec<Vec<bool>> = self
             .lists
             .iter()
@@ -275,7 +315,11 @@ impl Grant {
         }
         why.insert(0, format!("{all} in all"));
         let mut text = format!("for this job ({})", why.join("; "));
-        if self.said.iter().any(|s| s.ends_with("=-1")) {
+        if let Some(k) = self.split {
+            text.push_str(&format!(
+                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside `sbatch`/`salloc` (SLURM_JOB_GPUS): run the step there, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
+            ));
+        } else if self.said.iter().any(|s| s.ends_with("=-1")) {
             text.push_str(
                 "; Flux exports -1 to a job that asked for no GPUs: add `-g N` (`--gpus-per-task`) to `flux run`",
             );
@@ -404,6 +448,51 @@ mod tests {
         // Slurm alone.
         let g = grant(&[("SLURM_JOB_GPUS", "1")]);
         assert_eq!(kept(&g, four()), [(0, 1, "1".to_owned())]);
+    }
+
+    #[test]
+    fn a_task_given_some_of_the_steps_gpus_plans_with_the_steps() {
+        // What `srun --gpus-per-task=1 -n2` gives task 1 on a node of 4 (Slurm 22.05):
+        // its own GPU in every variable, the step's count beside them.
+        let task1 = [
+            ("CUDA_VISIBLE_DEVICES", "1"),
+            ("GPU_DEVICE_ORDINAL", "1"),
+            ("SLURM_STEP_GPUS", "1"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+        ];
+        // Inside a batch job of GPUs 1 and 3: the step's are those, physical indices.
+        let mut in_batch = task1.to_vec();
+        in_batch.push(("SLURM_JOB_GPUS", "1,3"));
+        assert_eq!(
+            kept(&grant(&in_batch), four()),
+            [(0, 1, "1".to_owned()), (1, 3, "3".to_owned())]
+        );
+        // Constrained devices: task 1 (physical 3) sees its GPU as position 1.
+        let renumbered = [
+            ("CUDA_VISIBLE_DEVICES", "1"),
+            ("SLURM_STEP_GPUS", "3"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_JOB_GPUS", "1,3"),
+        ];
+        assert_eq!(
+            kept(&grant(&renumbered), four()),
+            [(0, 1, "0".to_owned()), (1, 3, "1".to_owned())]
+        );
+        // Outside one: the step's 2 GPUs are the node's on a node of 2, unknown on 4.
+        let g = grant(&task1);
+        assert_eq!(kept(&g, four()[..2].to_vec()).len(), 2);
+        let none = g.apply(four());
+        assert!(none.is_empty());
+        let why = g.why_fewer(4, &none).unwrap();
+        assert!(why.contains("SLURM_GPUS_ON_NODE=2"), "{why}");
+        assert!(why.contains("--binder=SHAPE"), "{why}");
+        assert!(!why.contains("--gpus-per-task"), "{why}");
+        // The step's own list (the SPANK plugin reads it before the tasks' split): as is.
+        let step = [("SLURM_STEP_GPUS", "0,2"), ("SLURM_GPUS_ON_NODE", "2")];
+        assert_eq!(
+            kept(&grant(&step), four()),
+            [(0, 0, "0".to_owned()), (1, 2, "2".to_owned())]
+        );
     }
 
     #[test]
