@@ -3,7 +3,9 @@
 //! root) is a private tmpfs, so each node keeps its own node ledger as real nodes do.
 //! `-N2 -n3 -m cyclic` through the wrapper and the SPANK plugin: each task's local rank
 //! and size are its node's, and its CPUs are what the dry-run promises for that many tasks
-//! on a node; two concurrent 2-node jobs are kept apart on every node.
+//! on a node; two concurrent 2-node jobs are kept apart on every node; a heterogeneous
+//! job (`srun -N1 -n1 : -N1 -n2`, one component per node: Slurm gives components
+//! distinct nodes) is one job whose tasks on each node are that node's.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
@@ -48,7 +50,11 @@ fn tasks(out: &Output, what: &str) -> BTreeMap<usize, Vec<String>> {
 
 #[test]
 fn slurm_two_nodes() {
-    let config = [("E2E_SLURM_NODES", "2".to_owned())];
+    let config = [
+        ("E2E_SLURM_NODES", "2".to_owned()),
+        // Heterogeneous jobs need the backfill scheduler.
+        ("E2E_SLURM_SCHEDULER", "sched/backfill".to_owned()),
+    ];
     let Some(slurm) = Slurm::start_with(&config) else {
         return;
     };
@@ -79,6 +85,49 @@ fn slurm_two_nodes() {
             assert_eq!(
                 f[3], promised[local],
                 "{what}: rank {rank} BINDER_CPUS: {f:?}"
+            );
+        }
+    }
+
+    // A heterogeneous job: component 0 (rank 0) alone on node1, component 1 (ranks 1
+    // and 2) on node2; wrapper, and the plugin asked for on either component's options
+    // (srun applies it to the whole step).
+    let het = [("node1", 0, 1), ("node2", 0, 2), ("node2", 1, 2)];
+    let abs = format!("--binder={}", root().join(shape).display());
+    let runs = [
+        (
+            "wrapper",
+            vec!["-N1", "-n1", ":", "-N1", "-n2", binder, shape, "--"],
+        ),
+        (
+            "plugin on component 0",
+            vec!["-N1", "-n1", &abs, ":", "-N1", "-n2"],
+        ),
+        (
+            "plugin on component 1",
+            vec!["-N1", "-n1", ":", "-N1", "-n2", &abs],
+        ),
+    ];
+    for (what, args) in runs {
+        let out = srun(&slurm, &args)
+            .args(["sh", "-c", PROBE])
+            .output()
+            .unwrap();
+        let seen = tasks(&out, &format!("heterogeneous job, {what}"));
+        assert_eq!(seen.len(), 3, "{what}: {seen:?}");
+        for (rank, (node, local, size)) in het.iter().enumerate() {
+            let f = &seen[&rank];
+            let promised = promised(shape, *size);
+            assert_eq!(
+                (f[0].as_str(), f[4].as_str(), f[5].as_str(), &f[2], &f[3]),
+                (
+                    *node,
+                    local.to_string().as_str(),
+                    size.to_string().as_str(),
+                    &promised[local],
+                    &promised[local]
+                ),
+                "{what}: rank {rank}: {f:?}"
             );
         }
     }

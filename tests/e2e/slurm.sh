@@ -6,7 +6,8 @@
 # E2E_SLURM_TASK (e.g. task/affinity,task/cgroup), E2E_SLURM_PROCTRACK (proctrack/cgroup)
 # and E2E_SLURM_CONSTRAIN (yes or no, cgroup.conf's ConstrainCores); E2E_SLURM_OVERSUBSCRIBE
 # is the partition's OverSubscribe (FORCE unless told), E2E_SPANK_ARGS the plugin's
-# plugstack.conf arguments (default=SHAPE catalog=DIR).
+# plugstack.conf arguments (default=SHAPE catalog=DIR); E2E_SLURM_SCHEDULER the
+# scheduler (sched/builtin unless told; heterogeneous jobs need sched/backfill).
 # E2E_SLURM_GPUS=N gives the node N fake GPUs (gres gpu, files DIR/dev/nvidia0..N-1:
 # character devices like /dev/null), so that Slurm hands out SLURM_STEP_GPUS and
 # CUDA_VISIBLE_DEVICES per job, step and task (--gpus-per-task, --gpu-bind).
@@ -60,7 +61,8 @@ ProctrackType=${E2E_SLURM_PROCTRACK:-proctrack/linuxproc}
 TaskPlugin=${E2E_SLURM_TASK:-task/none}
 LaunchParameters=use_interactive_step
 MpiDefault=none
-SchedulerType=sched/builtin
+SchedulerType=${E2E_SLURM_SCHEDULER:-sched/builtin}
+SchedulerParameters=bf_interval=1,sched_min_interval=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 ReturnToService=2
