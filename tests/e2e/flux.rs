@@ -354,6 +354,34 @@ fn plugin_gpus_from_the_jobs_r() {
     assert_eq!(lines, ["0|0|0", "1|1|1"], "{got:?}");
 }
 
+/// `-o gpu-affinity=per-task` (each task sees only its own GPU): the plugin plans with
+/// R's GPUs and hands them out as without it; the wrapper, which cannot tell, refuses
+/// with one line per task that names the option and the way out (the count is printed).
+#[test]
+fn gpu_affinity_per_task_plugin_and_wrapper() {
+    let Some(xml) =
+        common::shared().map(|s| common::topology(&s, "aws-g4dn-metal-2s-48c-smt2-8t4.xml"))
+    else {
+        return;
+    };
+    let script = format!(
+        "export HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 RC\nexec flux start --test-size=1 sh -c '\
+         flux run -n2 -g1 -o gpu-affinity=per-task -o userrc=$RC -o binder=shapes/gpu-devices-only.yaml sh -c \"echo \\$FLUX_TASK_RANK\\|\\$CUDA_VISIBLE_DEVICES\\|\\$BINDER_GPUS\\|x\\|x\"\n\
+         n=$(flux run -n2 -g1 -o gpu-affinity=per-task $BINDER shapes/gpu-devices-only.yaml -- true 2>&1 | grep -c \"^binder: .*keep gpu-affinity on\")\n\
+         echo \"w|$n|x|x|x\"'",
+        xml.display()
+    );
+    let Some(got) = with_plugin(1, &script) else {
+        return;
+    };
+    let mut lines: Vec<String> = got
+        .iter()
+        .map(|(t, r)| format!("{t}|{}|{}", r.local, r.size))
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["0|0|0", "1|1|1", "w|2|x"], "{got:?}");
+}
+
 /// SEMANTICS §4.2: a Flux instance on part of the node numbers its cores from 0 (its
 /// topology is restricted to its broker's binding); the plugin resolves R's cores through
 /// it. An instance started on CPU 1 (`taskset -c 1 flux start`), and a `flux alloc` whose

@@ -56,6 +56,9 @@ pub struct Grant {
     /// The step's GPU count here when Slurm gave this task only some of them (see the
     /// module doc): the grant must come to that many, or it is empty.
     split: Option<usize>,
+    /// Whether the job is Flux's, whose `gpu-affinity=per-task` leaves each task only its
+    /// own GPUs and says so nowhere a task can read cheaply: the refusal names it.
+    flux: bool,
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -81,6 +84,7 @@ impl Grant {
         uuid: false,
         mig: None,
         split: None,
+        flux: false,
     };
 
     /// The allocation the environment `get` describes (nothing held yet).
@@ -128,6 +132,7 @@ impl Grant {
             uuid: false,
             mig: None,
             split,
+            flux: get("FLUX_JOB_ID").is_some(),
         }
     }
 
@@ -323,6 +328,8 @@ impl Grant {
             text.push_str(
                 "; Flux exports -1 to a job that asked for no GPUs: add `-g N` (`--gpus-per-task`) to `flux run`",
             );
+        } else if self.flux && !self.said.is_empty() {
+            text.push_str("; with `-o gpu-affinity=per-task` each task sees only its own GPUs: keep gpu-affinity on (Flux's default) for the wrapper, or bind with the plugin (`-o binder=SHAPE`), which reads R; else ask for more GPUs (`flux run -g`)");
         } else if !self.said.is_empty() {
             text.push_str("; ask the launcher for GPUs (`srun --gpus-per-task`, `flux run -g`)");
         }
@@ -487,6 +494,10 @@ mod tests {
         assert!(why.contains("SLURM_GPUS_ON_NODE=2"), "{why}");
         assert!(why.contains("--binder=SHAPE"), "{why}");
         assert!(!why.contains("--gpus-per-task"), "{why}");
+        // Flux's per-task GPU affinity: said, with the way out.
+        let g = grant(&[("CUDA_VISIBLE_DEVICES", "1"), ("FLUX_JOB_ID", "f1")]);
+        let why = g.why_fewer(4, &g.apply(four())).unwrap();
+        assert!(why.contains("gpu-affinity=per-task"), "{why}");
         // The step's own list (the SPANK plugin reads it before the tasks' split): as is.
         let step = [("SLURM_STEP_GPUS", "0,2"), ("SLURM_GPUS_ON_NODE", "2")];
         assert_eq!(
