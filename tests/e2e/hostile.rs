@@ -383,3 +383,73 @@ fn a_whole_node_task_holds_the_node_against_its_users_other_jobs() {
         assert!(err.contains("too few free units"), "{err}");
     }
 }
+
+/// #45's load test (SEMANTICS §13.3): 64 concurrent 1-core launches by alice and bob,
+/// unattacked and then beside mallory's 8,000 idle unbound threads. No two jobs ever run
+/// on one CPU at once, and launches under the attack take at most twice as long at the
+/// median (with 50 ms of slack for a busy CI machine). `LOAD=256` for the size.
+#[test]
+fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
+    let load = std::env::var("BINDER_HOSTILE_LOAD").unwrap_or_else(|_| "64".into());
+    let Some((out, err)) = scenario("thread-load", &[("LOAD", &load)]) else {
+        return;
+    };
+    clean("thread-load", &err);
+    // (phase, job, cpus, t0, t1) of each task that ran; launch ns per phase.
+    let mut ran: Vec<(String, u32, Vec<usize>, u128, u128)> = Vec::new();
+    let mut launch: std::collections::BTreeMap<String, Vec<u128>> = Default::default();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        match f[..] {
+            ["load", phase, job, cpus, tl, t0, t1] => {
+                let (tl, t0, t1): (u128, u128, u128) = (
+                    tl.parse().unwrap(),
+                    t0.parse().unwrap(),
+                    t1.parse().unwrap(),
+                );
+                let cpus = binder_core::procfs::parse_list(cpus).unwrap();
+                ran.push((phase.into(), job.parse().unwrap(), cpus, t0, t1));
+                launch.entry(phase.into()).or_default().push(t0 - tl);
+            }
+            ["refused", phase, _, tl, end] => {
+                let (tl, end): (u128, u128) = (tl.parse().unwrap(), end.parse().unwrap());
+                launch.entry(phase.into()).or_default().push(end - tl);
+            }
+            _ => {}
+        }
+    }
+    let threads = out
+        .lines()
+        .find(|l| l.starts_with("threads "))
+        .unwrap_or("");
+    let mut collisions = Vec::new();
+    for (i, a) in ran.iter().enumerate() {
+        for b in &ran[i + 1..] {
+            let overlap = a.3 < b.4 && b.3 < a.4;
+            if a.1 != b.1 && overlap && a.2.iter().any(|c| b.2.contains(c)) {
+                collisions.push(format!("{} jobs {} and {} on {:?}", a.0, a.1, b.1, a.2));
+            }
+        }
+    }
+    let median = |phase: &str| {
+        let mut v = launch.get(phase).cloned().unwrap_or_default();
+        v.sort_unstable();
+        assert!(!v.is_empty(), "no {phase} launch:\n{out}\n{err}");
+        (v[v.len() / 2] / 1_000_000, v[v.len() - 1] / 1_000_000)
+    };
+    let (quiet, quiet_max) = median("quiet");
+    let (attacked, attacked_max) = median("attacked");
+    let n = |phase: &str| ran.iter().filter(|t| t.0 == phase).count();
+    eprintln!(
+        "{load} launches, {threads}: quiet median {quiet} ms (max {quiet_max}), attacked median {attacked} ms (max {attacked_max}); tasks ran {} / {}; {} colliding pairs",
+        n("quiet"),
+        n("attacked"),
+        collisions.len()
+    );
+    assert!(collisions.is_empty(), "{collisions:?}\n{err}");
+    assert!(n("quiet") >= 2 && n("attacked") >= 2, "{out}\n{err}");
+    assert!(
+        attacked <= 2 * quiet + 50,
+        "launches under the thread attack: median {attacked} ms, unattacked {quiet} ms"
+    );
+}

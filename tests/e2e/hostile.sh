@@ -349,6 +349,48 @@ count-all)
   echo "count-all rc=$? ms=$(( $(now_ms) - t0 ))"
   cat "$scratch/count.err" >&2
   ;;
+thread-load)
+  # #45's load test: LOAD (64) 1-core launches at once, alice's and bob's in turn, each
+  # its own job holding its core 0.2 s; first unattacked, then while mallory runs two
+  # processes of 4,000 idle unbound threads. Prints `load PHASE JOB CPUS TL T0 T1` per
+  # task that ran (TL: before binder started, T0: the task started) and `refused PHASE
+  # JOB TL TEND` per launch that did not (the node has too few cores for all).
+  cat >"$scratch/load.sh" <<'EOT'
+t0=$(date +%s%N)
+c=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+sleep 0.2
+echo "load $1 $2 $c $3 $t0 $(date +%s%N)"
+EOT
+  chmod 644 "$scratch/load.sh"
+  wave() {
+    for j in $(seq "${LOAD:-64}"); do
+      who=alice; [ $((j % 2)) = 0 ] && who=bob
+      as "$who" setsid bash -c 'tl=$(date +%s%N)
+        "$1" "$2/one.yaml" -- sh "$2/load.sh" "$3" "$4" "$tl" >"$2/load.$3.$4" 2>"$2/lerr.$3.$4" ||
+          echo "refused $3 $4 $tl $(date +%s%N)" >"$2/load.$3.$4"' sh "$BIN" "$scratch" "$1" "$j" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+  }
+  pids=()
+  wave quiet
+  pids=()
+  for _ in 1 2; do
+    as mallory python3 -c '
+import threading, time, os
+ev = threading.Event()
+for _ in range(4000):
+    threading.Thread(target=ev.wait, daemon=True).start()
+open("/tmp/binder-hostile-load.%d" % os.getpid(), "w").close()
+time.sleep(120)' &
+  done
+  for _ in $(seq 600); do [ "$(ls /tmp/binder-hostile-load.* 2>/dev/null | wc -l)" = 2 ] && break; sleep 0.05; done
+  rm -f /tmp/binder-hostile-load.*
+  echo "threads $(ps -L -u binder-mallory --no-headers | wc -l)"
+  wave attacked
+  cat "$scratch"/load.* 2>/dev/null
+  grep -h -v "too few free units" "$scratch"/lerr.* >&2 2>/dev/null
+  ;;
 *)
   echo "unknown scenario $scenario" >&2
   exit 2

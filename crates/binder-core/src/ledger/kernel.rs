@@ -43,6 +43,11 @@ pub struct KernelView {
     /// Whether `procs` is every process of the node (else a process is looked up when a
     /// claim names it: [`KernelView::ask`]).
     pub whole: bool,
+    /// Whether `procs` was taken a moment ago by another launch of this user
+    /// ([`super::shared`]): a process a claim names is then looked up again, once.
+    pub stale: bool,
+    /// The processes looked up again since.
+    asked: BTreeSet<u32>,
     /// The user who looks.
     me: u32,
     /// The CPUs an unbound thread may run on (`Procs::everywhere`).
@@ -70,14 +75,23 @@ impl KernelView {
             procs: BTreeMap::new(),
             hidden: procs.hidden(),
             whole: false,
+            stale: false,
+            asked: BTreeSet::new(),
             me,
             everywhere: procs.everywhere(),
         }
     }
 
-    /// Looks `pid` up when the view does not hold the whole node (once per process).
+    /// Looks `pid` up when the view does not hold the whole node as it is now (once per
+    /// process): a claim is checked against its process as it runs, even where the rest
+    /// of the node comes from a view another launch took a moment ago.
     pub fn ask(&mut self, procs: &dyn Procs, pid: u32) {
-        if self.whole || self.procs.contains_key(&pid) {
+        if self.stale {
+            if !self.asked.insert(pid) {
+                return;
+            }
+            self.procs.remove(&pid);
+        } else if self.whole || self.procs.contains_key(&pid) {
             return;
         }
         let Some(status) = procs.status(pid) else {

@@ -32,6 +32,7 @@ mod fsio;
 
 pub mod kernel;
 pub mod others;
+pub mod shared;
 pub mod store;
 pub mod verify;
 

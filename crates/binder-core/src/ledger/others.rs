@@ -111,7 +111,11 @@ impl Ledger {
             return;
         }
         let view = if whole {
-            kernel::look(procs, scan)
+            let view = super::shared::look(self.own_fd(), procs, scan.me);
+            if view.is_none() {
+                scan.incomplete = Some("/proc cannot be listed".into());
+            }
+            view
         } else {
             Some(KernelView::claimed(procs, scan.me))
         };

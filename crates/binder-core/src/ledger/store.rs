@@ -168,6 +168,11 @@ impl Ledger {
         &self.root
     }
 
+    /// The own directory, open: what this user alone may write in.
+    pub(crate) fn own_fd(&self) -> &OwnedFd {
+        &self.own_fd
+    }
+
     /// This process's effective uid.
     pub fn uid(&self) -> u32 {
         self.uid

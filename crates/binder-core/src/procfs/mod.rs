@@ -129,6 +129,11 @@ pub trait Procs {
     fn hidden(&self) -> Option<String> {
         None
     }
+    /// Whether a view of the whole node taken through this may be shared with the
+    /// user's next launches (`ledger::shared`): the real `/proc`'s, never a test's.
+    fn shares_views(&self) -> bool {
+        false
+    }
 }
 
 /// The most threads of one process whose affinity is read (more are not looked at).
@@ -211,6 +216,10 @@ impl Procs for Real {
 
     fn hidden(&self) -> Option<String> {
         others::hidden(rustix::process::geteuid().as_raw())
+    }
+
+    fn shares_views(&self) -> bool {
+        true
     }
 
     fn pids(&self) -> Option<std::collections::HashSet<u32>> {
@@ -354,6 +363,10 @@ impl Procs for RealOnce {
 
     fn hidden(&self) -> Option<String> {
         Real.hidden()
+    }
+
+    fn shares_views(&self) -> bool {
+        Real.shares_views()
     }
 }
 

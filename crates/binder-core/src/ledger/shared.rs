@@ -1,0 +1,219 @@
+//! The kernel's view, taken once and shared by the user's launches that follow within
+//! [`FRESH`] (SEMANTICS §13.3).
+//!
+//! A look at the whole node costs a system call per thread of every other user: a
+//! co-tenant's 8,000 idle threads made each of 64 concurrent launches pay for them
+//! again, one after the other under the user's lock (#45: launches took 0.7 s at the
+//! median instead of 21 ms). One launch now writes what it saw in the user's own
+//! directory (`kview`: nobody else can write there), and the user's launches within
+//! [`FRESH`] of it read that instead of looking again; every claim another user wrote is
+//! still checked against its own process *now* ([`super::kernel::KernelView::ask`]), so
+//! a rival that bound since is seen. Only a task another user bound without a claim in
+//! the last [`FRESH`] can be missed, as one bound just after any look is.
+//!
+//! The file holds the bound processes alone, a line each: `PID UID CPUS`.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::time::{Duration, SystemTime};
+
+use rustix::fs::{self as rfs, FileType, Mode, OFlags};
+
+use super::kernel::{KernelView, Seen};
+use crate::procfs::Procs;
+
+/// How long a view taken by one launch serves the user's next ones.
+pub const FRESH: Duration = Duration::from_millis(100);
+/// The shared view's name in the user's own directory.
+pub(crate) const NAME: &str = "kview";
+/// The longest file read (a line per bound process).
+const MAX_BYTES: u64 = 8 << 20;
+const HEADER: &str = "binder-kview 1";
+
+/// The view this user's last launch took within [`FRESH`], when there is one, else a new
+/// look, written for the next launches; `None` when `/proc` cannot be listed.
+pub(crate) fn look(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+    if !procs.shares_views() {
+        return KernelView::look(procs, me);
+    }
+    if let Some(view) = read(dir, procs, me) {
+        return Some(view);
+    }
+    let view = KernelView::look(procs, me)?;
+    write(dir, &view);
+    Some(view)
+}
+
+/// The shared view, when it is this user's own, fresh and well formed.
+fn read(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+    let fd = rfs::openat(
+        dir,
+        NAME,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rfs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+        || st.st_uid != me
+        || st.st_size as u64 > MAX_BYTES
+    {
+        return None;
+    }
+    let written = SystemTime::UNIX_EPOCH
+        + Duration::new(
+            u64::try_from(st.st_mtime).ok()?,
+            u32::try_from(st.st_mtime_nsec).ok()?,
+        );
+    // A clock that went back makes the file look young: then it is not trusted.
+    let age = SystemTime::now().duration_since(written).ok()?;
+    if age >= FRESH {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::from(fd)
+        .take(MAX_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    parse(&text, procs, me)
+}
+
+/// A view from the file's text (see the module doc).
+fn parse(text: &str, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+    let mut lines = text.lines();
+    if lines.next()? != HEADER {
+        return None;
+    }
+    let mut view = KernelView::claimed(procs, me);
+    view.whole = true;
+    view.stale = true;
+    for line in lines {
+        if let Some(why) = line.strip_prefix("hidden ") {
+            view.hidden = Some(why.to_owned());
+            continue;
+        }
+        let mut f = line.split(' ');
+        let (Some(pid), Some(uid), Some(cpus), None) = (f.next(), f.next(), f.next(), f.next())
+        else {
+            return None;
+        };
+        let cpus = crate::procfs::parse_list(cpus)?;
+        view.procs.insert(
+            pid.parse().ok()?,
+            Seen {
+                uid: uid.parse().ok()?,
+                cpus,
+            },
+        );
+    }
+    Some(view)
+}
+
+/// Writes `view` for the next launches (under a private name, then renamed into place:
+/// a reader sees the old view or the new one). A failure costs them a look of their own.
+fn write(dir: &impl AsFd, view: &KernelView) {
+    let mut text = format!("{HEADER}\n");
+    if let Some(why) = &view.hidden {
+        text.push_str(&format!("hidden {}\n", why.replace('\n', " ")));
+    }
+    for (pid, seen) in view.procs.iter().filter(|(_, s)| !s.cpus.is_empty()) {
+        text.push_str(&format!(
+            "{pid} {} {}\n",
+            seen.uid,
+            crate::cpulist::cpu_list(&seen.cpus)
+        ));
+    }
+    let tmp = format!("{NAME}.{}", std::process::id());
+    let Ok(fd) = rfs::openat(
+        dir,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    ) else {
+        return;
+    };
+    let mut file = std::fs::File::from(fd);
+    if file.write_all(text.as_bytes()).is_err()
+        || rfs::renameat(dir, tmp.as_str(), dir, NAME).is_err()
+    {
+        let _ = rfs::unlinkat(dir, tmp.as_str(), rfs::AtFlags::empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node whose one other process (pid 7 of uid 1001) runs on CPU 1 of 0-3.
+    struct Node {
+        looks: std::cell::Cell<usize>,
+    }
+
+    impl Procs for Node {
+        fn me(&self) -> u32 {
+            1
+        }
+        fn stat(&self, _: u32) -> Option<crate::procfs::Stat> {
+            None
+        }
+        fn status(&self, _: u32) -> Option<crate::procfs::Status> {
+            None
+        }
+        fn online(&self) -> Option<Vec<usize>> {
+            Some(vec![0, 1, 2, 3])
+        }
+        fn others(&self, _: u32) -> Option<Vec<crate::procfs::Other>> {
+            self.looks.set(self.looks.get() + 1);
+            Some(vec![
+                crate::procfs::Other {
+                    pid: 7,
+                    uid: 1001,
+                    threads: vec![vec![1], vec![0, 1, 2, 3]],
+                },
+                crate::procfs::Other {
+                    pid: 8,
+                    uid: 1002,
+                    threads: vec![vec![0, 1, 2, 3]],
+                },
+            ])
+        }
+        fn shares_views(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn one_look_serves_the_launches_that_follow() {
+        let dir = std::env::temp_dir().join(format!("binder-kview-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fd = rfs::open(&dir, OFlags::DIRECTORY | OFlags::RDONLY, Mode::empty()).unwrap();
+        let me = rustix::process::geteuid().as_raw();
+        let node = Node {
+            looks: Default::default(),
+        };
+        let first = look(&fd, &node, me).unwrap();
+        let second = look(&fd, &node, me).unwrap();
+        assert_eq!(
+            node.looks.get(),
+            1,
+            "the second launch read the first's view"
+        );
+        assert!(second.whole && second.stale);
+        // The bound process, as the look saw it; the unbound one holds nothing either way.
+        assert_eq!(second.procs.get(&7), first.procs.get(&7));
+        assert_eq!(second.procs[&7].cpus, [1]);
+        assert!(!second.procs.contains_key(&8));
+        // Past FRESH, a launch looks again.
+        std::thread::sleep(FRESH);
+        look(&fd, &node, me).unwrap();
+        assert_eq!(node.looks.get(), 2);
+        // A file of another shape is not a view: looked at again, and replaced.
+        std::fs::write(dir.join(NAME), "junk\n").unwrap();
+        look(&fd, &node, me).unwrap();
+        assert_eq!(node.looks.get(), 3);
+        assert!(std::fs::read_to_string(dir.join(NAME))
+            .unwrap()
+            .starts_with(HEADER));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
