@@ -262,7 +262,7 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
 
 /// `srun --multi-prog` whose two contexts run different shapes through the wrapper, each a
 /// command that ends at once (so one context's rank may be gone before the other starts):
-/// refused every time with the one line naming the remedy, never both run on one CPU.
+/// refused every time (50 runs) with the one line naming the remedy, never both run on one CPU.
 /// (Under a site `default=` the plugin cannot see a multi-prog task's own command: see the
 /// README's Troubleshooting.)
 pub(super) fn multi_prog_contexts(slurm: &Slurm) {
@@ -278,7 +278,7 @@ pub(super) fn multi_prog_contexts(slurm: &Slurm) {
         ),
     )
     .unwrap();
-    for run in 0..30 {
+    for run in 0..50 {
         let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
             .arg(&conf)
             .output()
