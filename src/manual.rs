@@ -185,7 +185,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "Launch under a launcher; each task finds its local rank in the launcher's environment:",
         "mpirun -np 8 --bind-to none binder shapes/cores-packed.yaml -- ./app arg1",
     ),
-    ("", "srun -n 8 --cpu-bind=none binder shapes/cores-packed.yaml -- ./app arg1"),
+    ("", "srun -n 8 binder shapes/cores-packed.yaml -- ./app arg1"),
     (
         "Why this placement, step by step:",
         "binder explain --local-size 2 shapes/socket-core-pu.yaml",
@@ -342,7 +342,7 @@ fn own_sections(cmd: &clap::Command) -> Result<String, std::io::Error> {
         bold("mpirun"),
         roman("(1), "),
         bold("srun"),
-        roman("(1); the README (shapes, launchers, GPUs, Grid Engine, sharing a node)"),
+        roman("(1); the user guide, docs/guide.md in the source (shapes, launchers, GPUs, Grid Engine, sharing a node)"),
     ]);
     Ok(format!("{}{subs}{}", roff.render(), rest.render()))
 }

@@ -1,7 +1,8 @@
-//! The README's examples, run (issue #23): every `$ …` line of a ```` ```text ```` or
-//! ```` ```console ```` block is run from the repository root with the binder under test
-//! first on `PATH`, and what it prints (stdout and stderr, in order) must be the lines
-//! that follow it in the README, so pasted output cannot drift from the tool. A `...` line
+//! The README's and the user guide's examples, run (issues #23, #46): every `$ …` line of
+//! a ```` ```text ```` or ```` ```console ```` block is run from the repository root with
+//! the binder under test first on `PATH`, and what it prints (stdout and stderr, in
+//! order) must be the lines that follow it in the document, so pasted output cannot drift
+//! from the tool. A `...` line
 //! stands for any number of lines (an excerpt). Commands whose output depends on the host
 //! are in [`HOST_DEPENDENT`], with the reason; any other command binder's README shows is
 //! run, and a new kind of command (not `binder`, not `cat`) fails here until it is added
@@ -27,16 +28,21 @@ const HOST_DEPENDENT: &[(&str, &str)] = &[
     ),
 ];
 
-/// One `$ command` of the README and the lines shown under it.
+/// The documents whose examples are run: the README and the user guide.
+pub(crate) const DOCS: [&str; 2] = ["README.md", "docs/guide.md"];
+
+/// One `$ command` of a document and the lines shown under it.
 #[derive(Debug)]
 struct Example {
+    /// The document, as [`DOCS`] names it.
+    file: &'static str,
     line: usize,
     command: String,
     expected: Vec<String>,
 }
 
-/// The `$` lines of the README's text and console blocks.
-fn examples(readme: &str) -> Vec<Example> {
+/// The `$` lines of the text and console blocks of `readme` (the document `file`).
+fn examples(file: &'static str, readme: &str) -> Vec<Example> {
     let mut out: Vec<Example> = Vec::new();
     // Inside a runnable block: whether its lines so far belong to a command (lines before
     // a block's first `$` are an excerpt and belong to none).
@@ -54,6 +60,7 @@ fn examples(readme: &str) -> Vec<Example> {
         if let Some(command) = line.strip_prefix("$ ") {
             *owned = true;
             out.push(Example {
+                file,
                 line: n + 1,
                 command: command.to_string(),
                 expected: Vec::new(),
@@ -109,8 +116,17 @@ fn every_readme_example_prints_what_the_readme_shows() {
     if common::shared().is_none() {
         return;
     }
-    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
-    let examples = examples(&readme);
+    let examples: Vec<Example> = DOCS
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(common::root().join(file)).unwrap();
+            examples(file, &text)
+        })
+        .collect();
+    assert!(
+        examples.iter().any(|e| e.file == "README.md"),
+        "the README shows no example"
+    );
     assert!(
         examples.len() >= 25,
         "found only {} examples",
@@ -119,7 +135,7 @@ fn every_readme_example_prints_what_the_readme_shows() {
     for (command, _) in HOST_DEPENDENT {
         assert!(
             examples.iter().any(|e| e.command.starts_with(command)),
-            "HOST_DEPENDENT lists `{command}`, which the README no longer shows"
+            "HOST_DEPENDENT lists `{command}`, which no document shows any more"
         );
     }
     let mut failures = Vec::new();
@@ -138,7 +154,8 @@ fn every_readme_example_prints_what_the_readme_shows() {
             .unwrap_or_default();
         assert!(
             matches!(program, "binder" | "cat"),
-            "README.md:{}: `{}` is neither run here nor listed in HOST_DEPENDENT",
+            "{}:{}: `{}` is neither run here nor listed in HOST_DEPENDENT",
+            example.file,
             example.line,
             example.command
         );
@@ -151,7 +168,8 @@ fn every_readme_example_prints_what_the_readme_shows() {
         let want = if refused { 125 } else { 0 };
         if code != Some(want) || !matches(&example.expected, &actual) {
             failures.push(format!(
-                "README.md:{}: $ {}\nexit {code:?} (want {want})\n--- README shows\n{}\n--- binder prints\n{}\n",
+                "{}:{}: $ {}\nexit {code:?} (want {want})\n--- the document shows\n{}\n--- binder prints\n{}\n",
+                example.file,
                 example.line,
                 example.command,
                 example.expected.join("\n"),
@@ -176,7 +194,7 @@ fn the_elision_matches_any_run_of_lines_and_nothing_else() {
 #[test]
 fn examples_are_read_from_text_and_console_blocks_only() {
     let readme = "```text\n$ binder a\nout 1\n$ cat b\nout 2\n```\nprose\n```yaml\n$ not run\n```\n    $ indented\n```console\nexcerpt\n$ binder c\n```\n";
-    let found = examples(readme);
+    let found = examples("README.md", readme);
     let got: Vec<_> = found
         .iter()
         .map(|e| (e.command.as_str(), e.expected.clone()))
@@ -200,8 +218,8 @@ fn the_troubleshooting_pool_commands_work_and_agree() {
     if !common::require_tool("hwloc-calc", "hwloc (hwloc-calc)") {
         return;
     }
-    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
-    let section = &readme[readme.find("## Troubleshooting").unwrap()..];
+    let guide = std::fs::read_to_string(common::root().join("docs/guide.md")).unwrap();
+    let section = &guide[guide.find("## Troubleshooting").unwrap()..];
     let shown: Vec<&str> = section
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("$ "))

@@ -1,11 +1,12 @@
 //! What users read about the command line, kept true: the catalog's schema lines, the
-//! README's help block and tables, the man page and completions, the environment tables.
+//! user guide's help block and tables (`docs/guide.md`), the man page and completions, the
+//! environment tables.
 
 use super::*;
 
 #[test]
 fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
-    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
+    let guide = std::fs::read_to_string(crate::common::root().join("docs/guide.md")).unwrap();
     for entry in std::fs::read_dir(crate::common::root().join("shapes")).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -23,16 +24,16 @@ fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
             path.display()
         );
         binder_host::shape_file(&path).expect("catalog shape parses");
-        // The README's catalog table carries the same line, so the two never drift.
+        // The guide's catalog table carries the same line, so the two never drift.
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let row = format!("| [{name}](shapes/{name}) | {} |", &comment[2..]);
-        assert!(readme.contains(&row), "README catalog table lacks:\n{row}");
+        let row = format!("| [{name}](../shapes/{name}) | {} |", &comment[2..]);
+        assert!(guide.contains(&row), "the guide's catalog table lacks:\n{row}");
     }
 }
 
 #[test]
-fn readme_help_block_is_current() {
-    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
+fn guide_help_block_is_current() {
+    let readme = std::fs::read_to_string(crate::common::root().join("docs/guide.md")).unwrap();
     let start = readme
         .find("<!-- help start -->\n```text\n")
         .expect("help start marker");
@@ -44,7 +45,7 @@ fn readme_help_block_is_current() {
     assert_eq!(
         body,
         stdout(&["--help"]),
-        "README's help block is stale: paste `binder --help` between the markers"
+        "docs/guide.md's help block is stale: paste `binder --help` between the markers"
     );
 }
 
@@ -68,7 +69,7 @@ fn man_page_and_completions_are_current() {
     }
 }
 
-/// The README's block between `<!-- NAME start -->` and `<!-- NAME end -->`.
+/// The guide's block between `<!-- NAME start -->` and `<!-- NAME end -->`.
 fn readme_block(readme: &str, name: &str) -> String {
     let start = format!("<!-- {name} start -->\n");
     let end = format!("<!-- {name} end -->");
@@ -78,9 +79,9 @@ fn readme_block(readme: &str, name: &str) -> String {
 }
 
 #[test]
-fn readme_environment_and_files_tables_are_the_man_pages() {
+fn guide_environment_and_files_tables_are_the_man_pages() {
     use binder::manual::{readme_table, ENVIRONMENT, FILES, TASK_ENVIRONMENT};
-    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(crate::common::root().join("docs/guide.md")).unwrap();
     for (name, header, table) in [
         (
             "environment",
@@ -94,7 +95,7 @@ fn readme_environment_and_files_tables_are_the_man_pages() {
         assert_eq!(
             readme_block(&readme, name),
             want,
-            "README's {name} table is not binder::manual's; paste:\n{want}"
+            "docs/guide.md's {name} table is not binder::manual's; paste:\n{want}"
         );
     }
     // The exit codes: the same rows as the man page's EXIT STATUS.
@@ -102,7 +103,7 @@ fn readme_environment_and_files_tables_are_the_man_pages() {
     assert_eq!(
         readme_block(&readme, "exit-status"),
         want,
-        "README's exit codes are not binder::manual::EXIT_STATUS; paste:\n{want}"
+        "docs/guide.md's exit codes are not binder::manual::EXIT_STATUS; paste:\n{want}"
     );
     let man = std::fs::read_to_string(crate::common::root().join("docs/man/binder.1")).unwrap();
     for section in [
