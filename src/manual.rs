@@ -35,6 +35,10 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "seconds to wait for your own ledger lock before refusing (default 30, at most 3600)",
     },
     Entry {
+        names: &["BINDER_KERNEL_VIEW"],
+        what: "`in-sight`: look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); for runs whose result must not depend on other users' jobs, such as binder's own test suite",
+    },
+    Entry {
         names: &["BINDER_CACHE"],
         what: "`off` (or `0`, `no`, `false`): do not use the node cache",
     },

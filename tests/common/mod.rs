@@ -81,6 +81,9 @@ pub(crate) fn isolated(cmd: &mut Command) -> &mut Command {
     // on purpose).
     // The node cache too: never the machine's default one.
     cmd.env("BINDER_CACHE_DIR", scratch().join("cache"));
+    // Other users' bound tasks on this machine (another session's, or the hostile tests'
+    // users) must not move the CPUs a test expects: only users in sight count.
+    cmd.env("BINDER_KERNEL_VIEW", "in-sight");
     cmd.env("BINDER_LEDGER_DIR", private_ledger())
 }
 

@@ -8,7 +8,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod flux;
-mod hostile;
 mod install;
 mod ledger;
 mod nodes;

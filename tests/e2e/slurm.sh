@@ -123,7 +123,7 @@ CONF
       mkdir -p "$dir/spool/node$i"
       # A node of its own: a private mount namespace whose /dev/shm is a fresh tmpfs.
       # (In a chroot / is no mount point: then the mount that holds /dev/shm is made
-      # private, as tests/e2e/hostile.sh does.)
+      # private, as tests/hostile/hostile.sh does.)
       unshare --mount --propagation unchanged sh -c \
         "{ mount --make-rprivate / 2>/dev/null || mount --make-rprivate \"\$(findmnt -no TARGET -T /dev/shm)\"; } && mount -t tmpfs -o mode=1777,size=64m tmpfs /dev/shm && exec slurmd -N node$i -f '$SLURM_CONF'"
     done

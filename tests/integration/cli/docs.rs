@@ -27,7 +27,10 @@ fn every_catalog_shape_points_at_the_schema_and_says_when_to_use_it() {
         // The guide's catalog table carries the same line, so the two never drift.
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let row = format!("| [{name}](../shapes/{name}) | {} |", &comment[2..]);
-        assert!(guide.contains(&row), "the guide's catalog table lacks:\n{row}");
+        assert!(
+            guide.contains(&row),
+            "the guide's catalog table lacks:\n{row}"
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 use std::io::Write;
 
 use super::ledgered::{self, Job, Planner, Stopped};
+use crate::identity::job::job_of;
 use crate::identity::Env;
 use crate::ledger::{others, store, Ledger, LedgerError};
 use crate::view::TaskView;
@@ -81,7 +82,7 @@ pub trait Front {
             crate::text::emit(
                 err,
                 &format!(
-                    "warning: node ledger not used ({}): planned around the cpus other users' bound tasks run on, as the kernel shows them; your other jobs on this node and other users' GPUs are not coordinated",
+                    "warning: node ledger not used ({}): planned around the cpus bound tasks of other jobs run on (yours and other users'), as the kernel shows them; GPUs are not coordinated",
                     crate::text::printable(&why, 200)
                 ),
             );
@@ -173,11 +174,18 @@ fn launch_inner<F: Front>(
         LedgerState::Off => {}
     }
     // Without the ledger, the kernel's view still says where other users' bound tasks
-    // run: the plan avoids them (SEMANTICS §13.2), it never plans on an empty node.
-    let scan = if off {
-        crate::ledger::Scan::default()
-    } else {
-        others::kernel_scan(&crate::procfs::Real, crate::procfs::euid())
+    // run, and this user's own of other jobs: the plan avoids them (SEMANTICS §13.2,
+    // §13.3), it never plans on an empty node. The task carries its job's name
+    // (`BINDER_JOB`), by which a later rank of this job tells its own job's tasks apart.
+    let fallback_job = (!off).then(|| job_of(job.identity, env, &crate::procfs::Real));
+    let scan = match &fallback_job {
+        None => crate::ledger::Scan::default(),
+        Some(id) => {
+            let me = crate::procfs::euid();
+            let mut scan = others::kernel_scan(&crate::procfs::Real, me);
+            crate::ledger::kernel::add_own(&crate::procfs::Real, me, id, &mut scan);
+            scan
+        }
     };
     if let Some(why) = scan.incomplete.as_ref().filter(|_| job.identity.rank == 0) {
         crate::text::emit(
@@ -200,5 +208,9 @@ fn launch_inner<F: Front>(
         .into_iter()
         .nth(rank)
         .ok_or_else(|| FrontError::<F>::from(LedgerError::NoRank(rank)))?;
-    front.bind(&view, None, err)
+    let mut vars = front.bind(&view, None, err)?;
+    if let Some(id) = fallback_job {
+        vars.push(("BINDER_JOB".into(), id.to_string()));
+    }
+    Ok(vars)
 }

@@ -7,9 +7,10 @@
 //! claim files add only what the kernel cannot show (their GPUs, their job's name) and
 //! are believed only for a process the kernel shows bound.
 //!
-//! This view costs about two system calls per process of another user, so it is taken
-//! only when another user is in sight (an entry of theirs in the ledger root) or the
-//! ledger cannot be used: a node where one user runs alone pays nothing for it.
+//! This view costs about two system calls per process of another user (and one per
+//! thread of a threaded one); it is taken once per launch and shared with the user's
+//! launches of the next 100 ms ([`super::shared`]), so that every user's bound tasks
+//! count, with a ledger entry or without (SEMANTICS §13.3).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -109,20 +110,9 @@ impl KernelView {
 
     /// What a process of `uid` whose threads may run on `threads` holds.
     fn seen(&self, uid: u32, threads: &[Vec<usize>]) -> Seen {
-        let unbound = |allowed: &Vec<usize>| {
-            self.everywhere
-                .as_ref()
-                .is_some_and(|e| e.iter().all(|c| allowed.binary_search(c).is_ok()))
-        };
-        let cpus: BTreeSet<usize> = threads
-            .iter()
-            .filter(|t| !t.is_empty() && !unbound(t))
-            .flatten()
-            .copied()
-            .collect();
         Seen {
             uid,
-            cpus: cpus.into_iter().collect(),
+            cpus: bound_cpus(self.everywhere.as_deref(), threads),
         }
     }
 
@@ -130,6 +120,21 @@ impl KernelView {
     pub fn any_bound(&self) -> bool {
         self.procs.values().any(|s| !s.cpus.is_empty())
     }
+}
+
+/// The CPUs a process whose threads may run on `threads` holds: those of its bound
+/// threads (a thread allowed on all of `everywhere` is bound by nobody), ascending.
+pub(crate) fn bound_cpus(everywhere: Option<&[usize]>, threads: &[Vec<usize>]) -> Vec<usize> {
+    let unbound = |allowed: &Vec<usize>| {
+        everywhere.is_some_and(|e| e.iter().all(|c| allowed.binary_search(c).is_ok()))
+    };
+    let cpus: BTreeSet<usize> = threads
+        .iter()
+        .filter(|t| !t.is_empty() && !unbound(t))
+        .flatten()
+        .copied()
+        .collect();
+    cpus.into_iter().collect()
 }
 
 /// The kernel's view for `scan`'s user, or `None` with `scan` saying why it is missing.
@@ -178,6 +183,57 @@ pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed:
     }
 }
 
+/// Adds to `scan` the user's own bound tasks of other jobs, as the kernel shows them,
+/// for a launch that cannot use the ledger (SEMANTICS §13.3: a user's own jobs are always
+/// found): every process of `me` bound to less than every CPU, but this task and its
+/// ancestors (its envelope), a launch still settling ([`SETTLING`]: maybe a rank of this
+/// very job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
+/// sets at exec).
+pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
+    let Some(mine) = procs.mine(me) else {
+        return;
+    };
+    let everywhere = procs.everywhere();
+    let lineage: BTreeSet<u32> = procs.lineage().iter().map(|(pid, _)| *pid).collect();
+    let entry = format!("BINDER_JOB={}", job.0);
+    for process in mine {
+        let cpus = bound_cpus(everywhere.as_deref(), &process.threads);
+        if cpus.is_empty() || lineage.contains(&process.pid) {
+            continue;
+        }
+        let Some(stat) = procs.stat(process.pid).filter(|s| !s.ended()) else {
+            continue;
+        };
+        if SETTLING.contains(&stat.comm.as_str()) || procs.environ_has(process.pid, &entry) {
+            continue;
+        }
+        scan.holders
+            .push(unclaimed(me, process.pid, stat.start, cpus, true));
+    }
+}
+
+/// A holder for a bound process no claim accounts for, as a task of a job named after it.
+fn unclaimed(owner: u32, pid: u32, start: u64, cpus: Vec<usize>, confirmed: bool) -> Holder {
+    Holder {
+        owner,
+        claim: Claim {
+            format: FORMAT,
+            job: JobId(format!("pid:{pid}")),
+            rank: 0,
+            size: 1,
+            pid,
+            start,
+            cpus: cpus.clone(),
+            gpus: Vec::new(),
+            pack: Packing::Fill,
+            unit: "pu".into(),
+            places: cpus.len(),
+        },
+        cpus,
+        confirmed,
+    }
+}
+
 /// Adds to `scan` every bound process of another user that no claim read accounts for,
 /// as a task of a job named after it, and notes what `view` says about hidden processes.
 pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Scan) {
@@ -193,24 +249,14 @@ pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Sca
         let Some(stat) = procs.stat(pid).filter(|s| !s.ended()) else {
             continue;
         };
-        scan.holders.push(Holder {
-            owner: seen.uid,
-            claim: Claim {
-                format: FORMAT,
-                job: JobId(format!("pid:{pid}")),
-                rank: 0,
-                size: 1,
-                pid,
-                start: stat.start,
-                cpus: seen.cpus.clone(),
-                gpus: Vec::new(),
-                pack: Packing::Fill,
-                unit: "pu".into(),
-                places: seen.cpus.len(),
-            },
-            cpus: seen.cpus.clone(),
-            confirmed: !SETTLING.contains(&stat.comm.as_str()),
-        });
+        let confirmed = !SETTLING.contains(&stat.comm.as_str());
+        scan.holders.push(unclaimed(
+            seen.uid,
+            pid,
+            stat.start,
+            seen.cpus.clone(),
+            confirmed,
+        ));
     }
 }
 

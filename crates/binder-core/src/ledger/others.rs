@@ -5,10 +5,10 @@
 //! names per directory and `SCAN_BUDGET` of time; a claim file is read only when its
 //! name names a live process of the directory's owner, once per process.
 //!
-//! What these files say never decides another user's CPUs: as soon as any entry of
-//! another user is in sight (or the root cannot be read whole), the kernel's view is
-//! taken ([`super::kernel`]) and every bound process of theirs holds where it runs,
-//! claimed or not. A budget spent by a flood of names therefore costs only the GPUs and
+//! What these files say never decides another user's CPUs: the kernel's view is taken
+//! on every scan ([`super::kernel`], shared between a user's launches by
+//! [`super::shared`]) and every bound process of another user holds where it runs,
+//! claimed or not, with an entry in this root or without. A budget spent by a flood of names therefore costs only the GPUs and
 //! job names of the claims left unread, never a CPU.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -105,9 +105,20 @@ impl Ledger {
         if !complete {
             scan.incomplete = Some(format!("{} holds too many names", self.root().display()));
         }
-        // Nobody else in sight: nothing to read, and no kernel's view to take (the honest
-        // path of a user alone on the node pays nothing for it).
+        // No other user's files in sight: nothing to read, but their bound tasks still
+        // count whether or not they use binder or this root (SEMANTICS §13.3: `taskset`,
+        // `BINDER_LEDGER=off`, another `BINDER_LEDGER_DIR`). The look is shared
+        // (`super::shared`), so a user alone on the node pays for one per 100 ms; a
+        // `/proc` that cannot be listed costs nothing here (there is nobody to miss but
+        // those, and the fallback says so where it looks). `BINDER_KERNEL_VIEW=in-sight`
+        // skips this look (the test suite's runs, whose expected CPUs must not depend on
+        // other users' jobs on the machine).
         if names.is_empty() && complete {
+            if whole && self.looks_always() {
+                if let Some(view) = super::shared::look(self.own_fd(), procs, scan.me) {
+                    kernel::add_unclaimed(&view, procs, scan);
+                }
+            }
             return;
         }
         let view = if whole {

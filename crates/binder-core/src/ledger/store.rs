@@ -52,6 +52,9 @@ pub struct Ledger {
     uid: u32,
     wait: Duration,
     require: bool,
+    /// Whether the kernel's view is taken on every scan, with no other user's entry in
+    /// sight too (SEMANTICS §13.3; `BINDER_KERNEL_VIEW=in-sight` turns that off).
+    look_always: bool,
 }
 
 /// The user's lock, held; dropping it (or exec: the descriptor is close-on-exec)
@@ -145,6 +148,7 @@ impl Ledger {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(DEFAULT_WAIT_SECS)
             .min(3600);
+        let look_always = env("BINDER_KERNEL_VIEW").is_none_or(|v| v.trim() != "in-sight");
         let uid = rustix::process::geteuid().as_raw();
         let home = env("HOME").filter(|h| h.starts_with('/'));
         let (own, own_fd) = own_dir(&root, uid, home.as_deref())?;
@@ -155,6 +159,7 @@ impl Ledger {
             uid,
             wait: Duration::from_secs(wait),
             require,
+            look_always,
         })
     }
 
@@ -166,6 +171,11 @@ impl Ledger {
     /// The ledger root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether the kernel's view is taken with no other user's entry in sight too.
+    pub(crate) fn looks_always(&self) -> bool {
+        self.look_always
     }
 
     /// The own directory, open: what this user alone may write in.

@@ -124,6 +124,16 @@ pub trait Procs {
         out.sort_by_key(|o| o.pid);
         Some(out)
     }
+    /// Every process of `me`, with every thread's affinity; `None` when `/proc` cannot
+    /// be listed (or, for a test's fake, when it says nothing of them).
+    fn mine(&self, _me: u32) -> Option<Vec<Other>> {
+        None
+    }
+    /// Whether `pid`'s environment (`/proc/PID/environ`, readable for one's own
+    /// processes) holds `NAME=value` exactly; `false` when it cannot be read.
+    fn environ_has(&self, _pid: u32, _entry: &str) -> bool {
+        false
+    }
     /// Why `/proc` hides other users' processes from this one (`hidepid`, a PID
     /// namespace of its own), when it does.
     fn hidden(&self) -> Option<String> {
@@ -220,6 +230,17 @@ impl Procs for Real {
 
     fn shares_views(&self) -> bool {
         true
+    }
+
+    fn mine(&self, me: u32) -> Option<Vec<Other>> {
+        others::mine(me)
+    }
+
+    fn environ_has(&self, pid: u32, entry: &str) -> bool {
+        // An environment may be megabytes; binder's variables are set by binder at exec,
+        // so a bounded read that does not find one counts as not holding it.
+        read_small(&format!("/proc/{pid}/environ"), 1 << 20)
+            .is_ok_and(|env| env.split('\0').any(|e| e == entry))
     }
 
     fn pids(&self) -> Option<std::collections::HashSet<u32>> {
@@ -367,6 +388,14 @@ impl Procs for RealOnce {
 
     fn shares_views(&self) -> bool {
         Real.shares_views()
+    }
+
+    fn mine(&self, me: u32) -> Option<Vec<Other>> {
+        Real.mine(me)
+    }
+
+    fn environ_has(&self, pid: u32, entry: &str) -> bool {
+        Real.environ_has(pid, entry)
     }
 }
 

@@ -22,6 +22,17 @@ pub const MAX_PROCESSES: usize = 1 << 20;
 /// Every process of a user other than `me` and root (see the module text); `None` when
 /// `/proc` cannot be listed.
 pub(super) fn others(me: u32) -> Option<Vec<Other>> {
+    processes(|uid| uid != me && uid != 0)
+}
+
+/// Every process of `me` (a launch that cannot use the ledger finds the user's own jobs
+/// here: SEMANTICS §13.3); `None` when `/proc` cannot be listed.
+pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
+    processes(|uid| uid == me)
+}
+
+/// Every process whose owner `keep` accepts, with every thread's affinity.
+fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
     let proc = rfs::openat(
         rfs::CWD,
         "/proc",
@@ -43,7 +54,7 @@ pub(super) fn others(me: u32) -> Option<Vec<Other>> {
         let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
             continue;
         };
-        if st.st_uid == me || st.st_uid == 0 {
+        if !keep(st.st_uid) {
             continue;
         }
         // `st_nlink` is u64 on x86_64 but u32 on other targets.

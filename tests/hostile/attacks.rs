@@ -55,7 +55,7 @@ fn scenario(name: &str, env: &[(&str, &str)]) -> Option<(String, String)> {
         // The script makes the namespace's mounts private itself: `--propagation private`
         // fails in a chroot, where / is no mount point.
         .args(["--mount", "--propagation", "unchanged", "bash"])
-        .arg(common::root().join("tests/e2e/hostile.sh"))
+        .arg(common::root().join("tests/hostile/hostile.sh"))
         .arg(common::binder_exe())
         .arg(name)
         .envs(env.iter().copied())
@@ -452,4 +452,69 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
         attacked <= 2 * quiet + 50,
         "launches under the thread attack: median {attacked} ms, unattacked {quiet} ms"
     );
+}
+
+/// SEMANTICS §13.3, everyone's bound tasks count: bob's task bound where alice's ledger
+/// root holds nothing of his (`taskset`, `BINDER_LEDGER=off`, another
+/// `BINDER_LEDGER_DIR`) still keeps alice's job off his CPU.
+#[test]
+fn a_task_bound_outside_the_ledger_still_holds_its_cpu() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let Some((out, err)) = scenario("unseen", &[]) else {
+        return;
+    };
+    clean("unseen", &err);
+    for kind in ["taskset", "off", "dir"] {
+        let line = |who: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("run {who} {who}-{kind} ")))
+                .unwrap_or_else(|| panic!("no {who}-{kind} run:\n{out}\n{err}"))
+                .to_owned()
+        };
+        let (bob, alice) = (line("bob"), line("alice"));
+        let parsed = |l: &str| runs(l).pop().unwrap();
+        let (b, a) = (parsed(&bob), parsed(&alice));
+        assert_eq!((a.1, b.1), (0, 0), "{kind}:\n{out}\n{err}");
+        assert!(
+            !a.3.is_empty() && a.3.is_disjoint(&b.3),
+            "{kind}: alice on bob's CPU: {alice} / {bob}\n{err}"
+        );
+    }
+}
+
+/// SEMANTICS §13.3, a user's own jobs are always found: where alice's ledger cannot be
+/// used (a read-only root; a stopped launch of hers holding her lock), her next job
+/// still goes around her job that runs (the kernel's view of her own bound tasks).
+#[test]
+fn a_fallback_launch_still_avoids_the_users_own_jobs() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: needs 2 CPUs");
+        return;
+    }
+    let Some((out, err)) = scenario("own-fallback", &[]) else {
+        return;
+    };
+    clean("own-fallback", &err);
+    let runs = runs(&out);
+    let cpus = |tag: &str| {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("run alice {tag} ")))
+            .unwrap_or_else(|| panic!("no {tag} run:\n{out}\n{err}"));
+        let r = super::attacks::runs(line).pop().unwrap();
+        assert_eq!(r.1, 0, "{tag}:\n{out}\n{err}");
+        r.3
+    };
+    assert_eq!(runs.len(), 4, "{out}\n{err}");
+    for (first, next) in [("first", "second"), ("third", "fourth")] {
+        let (a, b) = (cpus(first), cpus(next));
+        assert!(
+            !b.is_empty() && a.is_disjoint(&b),
+            "alice's {next} job on her {first} job's CPU:\n{out}\n{err}"
+        );
+    }
+    assert!(err.contains("node ledger not used"), "{err}");
 }

@@ -2,11 +2,11 @@
 # The node ledger against a hostile user (SEMANTICS §13.1), as three real users would meet
 # on one node: alice and bob run honest jobs, mallory does whatever she can to the ledger.
 #
-#   unshare --mount --propagation unchanged bash tests/e2e/hostile.sh BIN SCENARIO
+#   unshare --mount --propagation unchanged bash tests/hostile/hostile.sh BIN SCENARIO
 #
 # Run as root inside a private mount namespace: /dev/shm (binder's default ledger root)
 # becomes a fresh tmpfs that nobody set up, so the host's is never touched. The users
-# binder-alice, binder-bob and binder-mallory must exist (tests/e2e/hostile.rs makes them).
+# binder-alice, binder-bob and binder-mallory must exist (tests/hostile/attacks.rs makes them).
 # Prints lines the Rust test reads:
 #   run USER TAG rc=N ms=N cpus=LIST      one launch of a 1-core job
 #   task JOB RANK CPUS T0 T1              one task of a short job (ns, monotonic)
@@ -348,6 +348,45 @@ count-all)
   as alice "$BIN" "$scratch/one.yaml" -- true 2>"$scratch/count.err"
   echo "count-all rc=$? ms=$(( $(now_ms) - t0 ))"
   cat "$scratch/count.err" >&2
+  ;;
+own-fallback)
+  # alice's own job runs; then her ledger cannot be used (the root turns read-only, then
+  # a stopped launch of hers holds her lock): her next jobs still go around her first.
+  run alice first 6
+  mount -o remount,ro /dev/shm
+  run alice second 6
+  mount -o remount,rw /dev/shm
+  pkill -u binder-alice || true; sleep 0.3
+  run alice third 6
+  as alice python3 -c '
+import fcntl, glob, os, signal
+f = open(glob.glob("/dev/shm/binder-ledger.%s*/.lock" % os.getuid())[0], "r+")
+fcntl.flock(f, fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)' &
+  sleep 0.3
+  run alice fourth
+  ;;
+unseen)
+  # bob's task bound where alice's ledger root shows nothing of his: by `taskset`, by
+  # binder with BINDER_LEDGER=off, and by binder with another BINDER_LEDGER_DIR. Each
+  # time alice's 1-core job must go around it (`run bob bob-K` / `run alice alice-K`).
+  as bob setsid taskset -c 0 sleep 5 >/dev/null 2>&1 &
+  sleep 0.3
+  echo "run bob bob-taskset rc=0 ms=0 cpus=0"
+  run alice alice-taskset
+  pkill -u binder-alice || true; pkill -u binder-bob || true; sleep 0.3
+  EXTRA=(BINDER_LEDGER=off)
+  run bob bob-off 5
+  EXTRA=()
+  run alice alice-off
+  pkill -u binder-alice || true; pkill -u binder-bob || true; sleep 0.3
+  as bob mkdir -p /tmp/binder-hostile-bob-ledger
+  EXTRA=(BINDER_LEDGER_DIR=/tmp/binder-hostile-bob-ledger)
+  run bob bob-dir 5
+  EXTRA=()
+  run alice alice-dir
+  pkill -u binder-alice || true; pkill -u binder-bob || true
+  rm -rf /tmp/binder-hostile-bob-ledger
   ;;
 thread-load)
   # #45's load test: LOAD (64) 1-core launches at once, alice's and bob's in turn, each
