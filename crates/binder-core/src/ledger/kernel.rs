@@ -188,14 +188,14 @@ pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed:
 /// found): every process of `me` bound to less than every CPU, but this task and its
 /// ancestors (its envelope), a launch still settling (`SETTLING`: maybe a rank of this
 /// very job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
-/// sets at exec).
+/// sets at exec). Root's bound processes are the system's (per-CPU kernel threads,
+/// pinned daemons): for root only binder's tasks of other jobs count.
 pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
     let Some(mine) = procs.mine(me) else {
         return;
     };
     let everywhere = procs.everywhere();
     let lineage: BTreeSet<u32> = procs.lineage().iter().map(|(pid, _)| *pid).collect();
-    let entry = format!("BINDER_JOB={}", job.0);
     for process in mine {
         let cpus = bound_cpus(everywhere.as_deref(), &process.threads);
         if cpus.is_empty() || lineage.contains(&process.pid) {
@@ -204,8 +204,13 @@ pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
         let Some(stat) = procs.stat(process.pid).filter(|s| !s.ended()) else {
             continue;
         };
-        if SETTLING.contains(&stat.comm.as_str()) || procs.environ_has(process.pid, &entry) {
+        if SETTLING.contains(&stat.comm.as_str()) {
             continue;
+        }
+        match procs.environ_var(process.pid, "BINDER_JOB") {
+            Some(theirs) if theirs == job.0 => continue,
+            None if me == 0 => continue,
+            _ => {}
         }
         scan.holders
             .push(unclaimed(me, process.pid, stat.start, cpus, true));
@@ -299,6 +304,54 @@ mod tests {
         fn online(&self) -> Option<Vec<usize>> {
             Some(vec![0, 1, 2, 3])
         }
+        fn mine(&self, me: u32) -> Option<Vec<crate::procfs::Other>> {
+            Some(
+                self.0
+                    .iter()
+                    .filter(|p| p.1 == me)
+                    .map(|p| crate::procfs::Other {
+                        pid: p.0,
+                        uid: p.1,
+                        threads: p.3.clone(),
+                    })
+                    .collect(),
+            )
+        }
+        fn environ_var(&self, pid: u32, name: &str) -> Option<String> {
+            // Each `app` of alice's carries its job's name; pid 41 is this job's.
+            let p = self.0.iter().find(|p| p.0 == pid)?;
+            (name == "BINDER_JOB" && p.2 == "app").then(|| format!("job-{}", pid / 41))
+        }
+    }
+
+    #[test]
+    fn a_fallback_finds_the_users_own_tasks_of_other_jobs() {
+        let mut procs = node();
+        procs.0.extend([
+            // alice: this job's other rank, a bound shell of hers, an unbound one.
+            (41, 1000, "app", vec![vec![3]]),
+            (42, 1000, "bash", vec![vec![1]]),
+            (43, 1000, "bash", vec![vec![0, 1, 2, 3]]),
+            // root: a per-CPU kernel thread, and a binder task of root's (job-0).
+            (2, 0, "ksoftirqd/0", vec![vec![0]]),
+            (3, 0, "app", vec![vec![1]]),
+        ]);
+        let held = |me: u32| {
+            let mut scan = Scan::new(me);
+            add_own(&procs, me, &JobId("job-1".into()), &mut scan);
+            let mut held: Vec<(u32, Vec<usize>)> = scan
+                .holders
+                .iter()
+                .map(|h| (h.claim.pid, h.cpus.clone()))
+                .collect();
+            held.sort();
+            held
+        };
+        // alice's task of another job (40, job-0) and her bound shell; not her job's
+        // own rank (41), not an unbound process.
+        assert_eq!(held(1000), [(40, vec![2]), (42, vec![1])]);
+        // Root's only counts where binder launched it: not the kernel thread, not irqd.
+        assert_eq!(held(0), [(3, vec![1])]);
     }
 
     fn node() -> Fake {

@@ -129,10 +129,10 @@ pub trait Procs {
     fn mine(&self, _me: u32) -> Option<Vec<Other>> {
         None
     }
-    /// Whether `pid`'s environment (`/proc/PID/environ`, readable for one's own
-    /// processes) holds `NAME=value` exactly; `false` when it cannot be read.
-    fn environ_has(&self, _pid: u32, _entry: &str) -> bool {
-        false
+    /// The value of `name` in `pid`'s environment (`/proc/PID/environ`, readable for
+    /// one's own processes); `None` when unset or unreadable.
+    fn environ_var(&self, _pid: u32, _name: &str) -> Option<String> {
+        None
     }
     /// Why `/proc` hides other users' processes from this one (`hidepid`, a PID
     /// namespace of its own), when it does.
@@ -236,11 +236,13 @@ impl Procs for Real {
         others::mine(me)
     }
 
-    fn environ_has(&self, pid: u32, entry: &str) -> bool {
+    fn environ_var(&self, pid: u32, name: &str) -> Option<String> {
         // An environment may be megabytes; binder's variables are set by binder at exec,
-        // so a bounded read that does not find one counts as not holding it.
-        read_small(&format!("/proc/{pid}/environ"), 1 << 20)
-            .is_ok_and(|env| env.split('\0').any(|e| e == entry))
+        // so a bounded read that does not find one counts as unset.
+        let env = read_small(&format!("/proc/{pid}/environ"), 1 << 20).ok()?;
+        env.split('\0')
+            .find_map(|e| e.strip_prefix(name)?.strip_prefix('='))
+            .map(str::to_owned)
     }
 
     fn pids(&self) -> Option<std::collections::HashSet<u32>> {
@@ -394,8 +396,8 @@ impl Procs for RealOnce {
         Real.mine(me)
     }
 
-    fn environ_has(&self, pid: u32, entry: &str) -> bool {
-        Real.environ_has(pid, entry)
+    fn environ_var(&self, pid: u32, name: &str) -> Option<String> {
+        Real.environ_var(pid, name)
     }
 }
 
