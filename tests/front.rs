@@ -80,11 +80,22 @@ fn binder_without_binder_full_says_what_to_install() {
     std::fs::create_dir_all(&dir).unwrap();
     let alone = dir.join("binder");
     std::fs::copy(FRONT, &alone).unwrap();
-    let out = Command::new(&alone)
-        .args(["--dry-run", "shapes/cores-packed.yaml"])
-        .current_dir(root())
-        .output()
-        .unwrap();
+    // Another test thread that forks while the copy's file is open for writing holds it
+    // until its child execs (ETXTBSY, "Text file busy"): try again a moment later.
+    let mut tries = 0;
+    let out = loop {
+        match Command::new(&alone)
+            .args(["--dry-run", "shapes/cores-packed.yaml"])
+            .current_dir(root())
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(125), "{out:?}");
     let err = String::from_utf8(out.stderr).unwrap();
