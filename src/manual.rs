@@ -36,7 +36,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["BINDER_KERNEL_VIEW"],
-        what: "`in-sight`: look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); for runs whose result must not depend on other users' jobs, such as binder's own test suite",
+        what: "`in-sight`: look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); and a launch that cannot use the ledger then leaves out your own other jobs' tasks too; for runs whose result must not depend on other jobs on the machine, such as binder's own test suite",
     },
     Entry {
         names: &["BINDER_CACHE"],

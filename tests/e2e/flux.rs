@@ -129,7 +129,9 @@ fn single_node_matches_the_dry_run() {
 /// one host, so each shell's tasks use a ledger of their own here.
 #[test]
 fn two_brokers_cyclic_task_map() {
-    let script = r#"flux run -N2 -n3 -c1 --taskmap=cyclic sh -c 'BINDER_LEDGER_DIR=$BINDER_LEDGER_DIR/${FLUX_JOB_TMPDIR##*/jobtmp-} exec "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"'"#;
+    // (Made first: a ledger root that does not exist is unusable, and a fail-open launch
+    // would see the other shell's tasks as another job of this user's.)
+    let script = r#"flux run -N2 -n3 -c1 --taskmap=cyclic sh -c 'd=$BINDER_LEDGER_DIR/${FLUX_JOB_TMPDIR##*/jobtmp-}; mkdir -p "$d"; BINDER_LEDGER_DIR=$d exec "$BINDER" shapes/cores-packed.yaml -- sh -c "$PROBE"'"#;
     let Some(got) = instance(2, script) else {
         return;
     };

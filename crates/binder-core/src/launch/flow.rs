@@ -183,7 +183,9 @@ fn launch_inner<F: Front>(
         Some(id) => {
             let me = crate::procfs::euid();
             let mut scan = others::kernel_scan(&crate::procfs::Real, me);
-            crate::ledger::kernel::add_own(&crate::procfs::Real, me, id, &mut scan);
+            if store::looks_beyond_sight(&get) {
+                crate::ledger::kernel::add_own(&crate::procfs::Real, me, id, &mut scan);
+            }
             scan
         }
     };

@@ -114,6 +114,15 @@ pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_LEDGER").is_some_and(|v| v.trim() == "require")
 }
 
+/// Whether the kernel's view reaches beyond the users in sight (SEMANTICS §13.3): every
+/// user's bound tasks on every launch, and this user's own of other jobs where the
+/// ledger cannot be used. `BINDER_KERNEL_VIEW=in-sight` keeps it to other users with an
+/// entry in the ledger root, for runs whose result must not depend on other jobs on the
+/// machine (binder's own test suite).
+pub fn looks_beyond_sight(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env("BINDER_KERNEL_VIEW").is_none_or(|v| v.trim() != "in-sight")
+}
+
 /// Whether the user turned the ledger off (`BINDER_LEDGER=off`, `0`, `no`, `false`).
 pub(crate) fn turned_off(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_LEDGER").as_deref().is_some_and(off)
@@ -148,7 +157,7 @@ impl Ledger {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or(DEFAULT_WAIT_SECS)
             .min(3600);
-        let look_always = env("BINDER_KERNEL_VIEW").is_none_or(|v| v.trim() != "in-sight");
+        let look_always = looks_beyond_sight(env);
         let uid = rustix::process::geteuid().as_raw();
         let home = env("HOME").filter(|h| h.starts_with('/'));
         let (own, own_fd) = own_dir(&root, uid, home.as_deref())?;
