@@ -330,14 +330,28 @@ fn plugin_refusal_never_runs_the_command() {
     );
 }
 
+/// The shared XML with 8 T4 GPUs the GPU cases load as this host's.
+fn t4_xml() -> Option<PathBuf> {
+    common::shared().map(|s| common::topology(&s, "aws-g4dn-metal-2s-48c-smt2-8t4.xml"))
+}
+
+/// Each report's first three fields (`task|local|size`, or what an `echo` put there),
+/// sorted.
+fn first_fields(got: &[(String, Report)]) -> Vec<String> {
+    let mut lines: Vec<String> = got
+        .iter()
+        .map(|(t, r)| format!("{t}|{}|{}", r.local, r.size))
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// A GPU shape on a shared XML (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM=1` for the whole
 /// instance, so R has the XML's 8 T4s): `-g1` per task, the device variables from the
 /// job's GPUs, one each.
 #[test]
 fn plugin_gpus_from_the_jobs_r() {
-    let Some(xml) =
-        common::shared().map(|s| common::topology(&s, "aws-g4dn-metal-2s-48c-smt2-8t4.xml"))
-    else {
+    let Some(xml) = t4_xml() else {
         return;
     };
     let script = format!(
@@ -348,11 +362,7 @@ fn plugin_gpus_from_the_jobs_r() {
     let Some(got) = with_plugin(1, &script) else {
         return;
     };
-    let mut lines: Vec<String> = got
-        .iter()
-        .map(|(t, r)| format!("{t}|{}|{}", r.local, r.size))
-        .collect();
-    lines.sort();
+    let lines = first_fields(&got);
     assert_eq!(lines, ["0|0|0", "1|1|1"], "{got:?}");
 }
 
@@ -361,9 +371,7 @@ fn plugin_gpus_from_the_jobs_r() {
 /// with one line per task that names the option and the way out (the count is printed).
 #[test]
 fn gpu_affinity_per_task_plugin_and_wrapper() {
-    let Some(xml) =
-        common::shared().map(|s| common::topology(&s, "aws-g4dn-metal-2s-48c-smt2-8t4.xml"))
-    else {
+    let Some(xml) = t4_xml() else {
         return;
     };
     let script = format!(
@@ -376,11 +384,7 @@ fn gpu_affinity_per_task_plugin_and_wrapper() {
     let Some(got) = with_plugin(1, &script) else {
         return;
     };
-    let mut lines: Vec<String> = got
-        .iter()
-        .map(|(t, r)| format!("{t}|{}|{}", r.local, r.size))
-        .collect();
-    lines.sort();
+    let lines = first_fields(&got);
     assert_eq!(lines, ["0|0|0", "1|1|1", "w|2|x"], "{got:?}");
 }
 

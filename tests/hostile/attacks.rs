@@ -454,33 +454,44 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
     );
 }
 
+/// A scenario that needs two CPUs (alice's job must have somewhere else to go), run;
+/// `None` where it cannot.
+fn two_cpu_scenario(name: &str) -> Option<(String, String)> {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED: {name} needs 2 CPUs");
+        return None;
+    }
+    let (out, err) = scenario(name, &[])?;
+    clean(name, &err);
+    Some((out, err))
+}
+
+/// The CPUs of `user`'s launch tagged `tag`, which must have run.
+fn cpus_of(out: &str, err: &str, user: &str, tag: &str) -> BTreeSet<usize> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("run {user} {tag} ")))
+        .unwrap_or_else(|| panic!("no run of {user} tagged {tag}:\n{out}\n{err}"));
+    let (_, rc, _, cpus) = runs(line).pop().unwrap();
+    assert_eq!(rc, 0, "{line}\n{err}");
+    assert!(!cpus.is_empty(), "{line}\n{err}");
+    cpus
+}
+
 /// SEMANTICS §13.3, everyone's bound tasks count: bob's task bound where alice's ledger
 /// root holds nothing of his (`taskset`, `BINDER_LEDGER=off`, another
 /// `BINDER_LEDGER_DIR`) still keeps alice's job off his CPU.
 #[test]
 fn a_task_bound_outside_the_ledger_still_holds_its_cpu() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return;
-    }
-    let Some((out, err)) = scenario("unseen", &[]) else {
+    let Some((out, err)) = two_cpu_scenario("unseen") else {
         return;
     };
-    clean("unseen", &err);
     for kind in ["taskset", "off", "dir"] {
-        let line = |who: &str| {
-            out.lines()
-                .find(|l| l.starts_with(&format!("run {who} {who}-{kind} ")))
-                .unwrap_or_else(|| panic!("no {who}-{kind} run:\n{out}\n{err}"))
-                .to_owned()
-        };
-        let (bob, alice) = (line("bob"), line("alice"));
-        let parsed = |l: &str| runs(l).pop().unwrap();
-        let (b, a) = (parsed(&bob), parsed(&alice));
-        assert_eq!((a.1, b.1), (0, 0), "{kind}:\n{out}\n{err}");
+        let bob = cpus_of(&out, &err, "bob", &format!("bob-{kind}"));
+        let alice = cpus_of(&out, &err, "alice", &format!("alice-{kind}"));
         assert!(
-            !a.3.is_empty() && a.3.is_disjoint(&b.3),
-            "{kind}: alice on bob's CPU: {alice} / {bob}\n{err}"
+            alice.is_disjoint(&bob),
+            "{kind}: alice on bob's CPU {bob:?}:\n{out}\n{err}"
         );
     }
 }
@@ -490,29 +501,17 @@ fn a_task_bound_outside_the_ledger_still_holds_its_cpu() {
 /// still goes around her job that runs (the kernel's view of her own bound tasks).
 #[test]
 fn a_fallback_launch_still_avoids_the_users_own_jobs() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
-        return;
-    }
-    let Some((out, err)) = scenario("own-fallback", &[]) else {
+    let Some((out, err)) = two_cpu_scenario("own-fallback") else {
         return;
     };
-    clean("own-fallback", &err);
-    let runs = runs(&out);
-    let cpus = |tag: &str| {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("run alice {tag} ")))
-            .unwrap_or_else(|| panic!("no {tag} run:\n{out}\n{err}"));
-        let r = super::attacks::runs(line).pop().unwrap();
-        assert_eq!(r.1, 0, "{tag}:\n{out}\n{err}");
-        r.3
-    };
-    assert_eq!(runs.len(), 4, "{out}\n{err}");
+    assert_eq!(runs(&out).len(), 4, "{out}\n{err}");
     for (first, next) in [("first", "second"), ("third", "fourth")] {
-        let (a, b) = (cpus(first), cpus(next));
+        let (a, b) = (
+            cpus_of(&out, &err, "alice", first),
+            cpus_of(&out, &err, "alice", next),
+        );
         assert!(
-            !b.is_empty() && a.is_disjoint(&b),
+            a.is_disjoint(&b),
             "alice's {next} job on her {first} job's CPU:\n{out}\n{err}"
         );
     }

@@ -97,6 +97,15 @@ forge() {
   printf '%s' "{\"format\":7,\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
     as mallory sh -c 'umask 022; cat >"$1"' sh "$d/c.$pid.$start.0.forged$RANDOM"
 }
+# One of alice's own processes takes her ledger lock and stops, holding it.
+stop_holding_lock() {
+  as alice python3 -c '
+import fcntl, glob, os, signal
+f = open(glob.glob("/dev/shm/binder-ledger.%s*/.lock" % os.getuid())[0], "r+")
+fcntl.flock(f, fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)' &
+  sleep 0.3
+}
 # Both honest users' jobs, then the verdict lines.
 honest() {
   run bob bob
@@ -315,12 +324,7 @@ stuck-lock)
   # One of alice's own processes holds her ledger lock and is stopped.
   run bob bob 6
   run alice first 0.1 >/dev/null
-  as alice python3 -c '
-import fcntl, glob, os, signal
-f = open(glob.glob("/dev/shm/binder-ledger.%s*/.lock" % os.getuid())[0], "r+")
-fcntl.flock(f, fcntl.LOCK_EX)
-os.kill(os.getpid(), signal.SIGSTOP)' &
-  sleep 0.3
+  stop_holding_lock
   run alice alice
   ;;
 ledger-dir)
@@ -358,12 +362,7 @@ own-fallback)
   mount -o remount,rw /dev/shm
   pkill -u binder-alice || true; sleep 0.3
   run alice third 6
-  as alice python3 -c '
-import fcntl, glob, os, signal
-f = open(glob.glob("/dev/shm/binder-ledger.%s*/.lock" % os.getuid())[0], "r+")
-fcntl.flock(f, fcntl.LOCK_EX)
-os.kill(os.getpid(), signal.SIGSTOP)' &
-  sleep 0.3
+  stop_holding_lock
   run alice fourth
   ;;
 unseen)

@@ -182,7 +182,7 @@ fn stale_binder_variables_never_reach_the_task() {
                 "--",
                 "sh",
                 "-c",
-                "env | grep ^BINDER_ | grep -v -e ^BINDER_SITE_FILE= -e ^BINDER_LEDGER_DIR= -e ^BINDER_CACHE_DIR= | sort",
+                "env | grep ^BINDER_ | grep -v -e ^BINDER_SITE_FILE= -e ^BINDER_LEDGER_DIR= -e ^BINDER_CACHE_DIR= -e ^BINDER_KERNEL_VIEW= | sort",
             ])
             .env("BINDER_CPUS", "0-99")
             .env("BINDER_CPUSET", "0xffffffff")

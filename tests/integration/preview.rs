@@ -17,11 +17,12 @@ fn binders(name: &str) -> bool {
 }
 
 /// Variables this test sets for binder itself, which the child inherits untouched.
-const HARNESS: [&str; 4] = [
+const HARNESS: [&str; 5] = [
     "BINDER_SITE_FILE",
     "BINDER_LEDGER_DIR",
     "BINDER_CACHE",
     "BINDER_CACHE_DIR",
+    "BINDER_KERNEL_VIEW",
 ];
 
 /// The dry-run's `env` of `rank` and the child's own, for `shape` of `size` tasks, both

@@ -86,13 +86,18 @@ impl Envelope {
         }
     }
 
-    /// CPUs a plugin knows the job owns (`what` says how it knows).
-    pub fn given(cpus: Vec<usize>, what: &str) -> Envelope {
+    /// `cpus`, which `source` says.
+    fn of(cpus: Vec<usize>, source: Source) -> Envelope {
         Envelope {
             cpus: Some(cpus),
             cores: None,
-            source: Source::Given(what.to_owned()),
+            source,
         }
+    }
+
+    /// CPUs a plugin knows the job owns (`what` says how it knows).
+    pub fn given(cpus: Vec<usize>, what: &str) -> Envelope {
+        Envelope::of(cpus, Source::Given(what.to_owned()))
     }
 
     /// Cores (hwloc logical indexes, in the numbering of an instance that owns
@@ -120,21 +125,13 @@ impl Envelope {
     ) -> Envelope {
         let Some(launcher) = identity.launcher else {
             return match affinity(None) {
-                Some(cpus) if !cpus.is_empty() => Envelope {
-                    cpus: Some(cpus),
-                    cores: None,
-                    source: Source::Inherited,
-                },
+                Some(cpus) if !cpus.is_empty() => Envelope::of(cpus, Source::Inherited),
                 _ => Envelope::allowed(),
             };
         };
         if launcher == Launcher::Slurm {
             if let Some(cpus) = slurm_masks(env) {
-                return Envelope {
-                    cpus: Some(cpus),
-                    cores: None,
-                    source: Source::SlurmMasks,
-                };
+                return Envelope::of(cpus, Source::SlurmMasks);
             }
             // The step's cgroup (ConstrainCores=yes) is the allowed set already.
             return Envelope::allowed();
@@ -149,18 +146,10 @@ impl Envelope {
                             Some(cpus),
                             "Flux's R for this node (the job shell is not bound to the job's cores: `-o cpu-affinity=off`)",
                         ),
-                        None => Envelope {
-                            cpus: Some(cpus),
-                            cores: None,
-                            source: Source::Daemon { name, pid },
-                        },
+                        None => Envelope::of(cpus, Source::Daemon { name, pid }),
                     }
                 }
-                Some(cpus) if !cpus.is_empty() => Envelope {
-                    cpus: Some(cpus),
-                    cores: None,
-                    source: Source::Daemon { name, pid },
-                },
+                Some(cpus) if !cpus.is_empty() => Envelope::of(cpus, Source::Daemon { name, pid }),
                 _ => Envelope::allowed(),
             },
             // The launcher's daemon is not among this task's ancestors because its parent
@@ -170,11 +159,7 @@ impl Envelope {
             // known daemon (a launcher binder does not know) keeps the allowed set: its
             // launcher may have bound it narrower than the job.
             None if !launcher.row().daemons.is_empty() && orphan(procs) => match affinity(None) {
-                Some(cpus) if !cpus.is_empty() => Envelope {
-                    cpus: Some(cpus),
-                    cores: None,
-                    source: Source::Orphan,
-                },
+                Some(cpus) if !cpus.is_empty() => Envelope::of(cpus, Source::Orphan),
                 _ => Envelope::allowed(),
             },
             None => Envelope::allowed(),
