@@ -41,7 +41,7 @@ check-built:
 	done
 
 install: check-built
-	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(MANDIR)/man1" \
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" \
 	  "$(DESTDIR)$(PLUGINS)" "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)" "$(DESTDIR)$(FLUX_SHELL_LUA_D)" \
 	  "$(DESTDIR)$(DATADIR)/bash-completion/completions" \
 	  "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
@@ -49,6 +49,7 @@ install: check-built
 	install -m 755 "$(OUT)/binder" "$(OUT)/binder-full" "$(DESTDIR)$(BINDIR)/"
 	install -m 644 shapes/*.yaml "$(DESTDIR)$(CATALOG)/"
 	install -m 644 docs/man/binder.1 "$(DESTDIR)$(MANDIR)/man1/binder.1"
+	install -m 644 docs/man/binder-shape.5 "$(DESTDIR)$(MANDIR)/man5/binder-shape.5"
 	install -m 644 completions/binder.bash "$(DESTDIR)$(DATADIR)/bash-completion/completions/binder"
 	install -m 644 completions/_binder "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder"
 	install -m 644 completions/binder.fish "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish"
@@ -65,7 +66,7 @@ install: check-built
 
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/binder" "$(DESTDIR)$(BINDIR)/binder-full" \
-	  "$(DESTDIR)$(MANDIR)/man1/binder.1" \
+	  "$(DESTDIR)$(MANDIR)/man1/binder.1" "$(DESTDIR)$(MANDIR)/man5/binder-shape.5" \
 	  "$(DESTDIR)$(DATADIR)/bash-completion/completions/binder" \
 	  "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder" \
 	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish" \

@@ -170,7 +170,7 @@ _binder() {
             return 0
             ;;
         binder__subcmd__generate)
-            opts="-h --help man complete-bash complete-zsh complete-fish"
+            opts="-h --help man man-shape complete-bash complete-zsh complete-fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

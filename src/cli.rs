@@ -185,6 +185,8 @@ impl Cli {
 pub enum Generate {
     /// The man page, roff (`docs/man/binder.1`).
     Man,
+    /// The shape format's man page, roff (`docs/man/binder-shape.5`).
+    ManShape,
     /// bash completions.
     CompleteBash,
     /// zsh completions.
@@ -201,6 +203,7 @@ pub fn generated(what: Generate) -> Vec<u8> {
     let mut out = Vec::new();
     match what {
         Generate::Man => out = crate::manual::man(cmd).unwrap_or_default(),
+        Generate::ManShape => out = crate::shape_man::shape_man(),
         Generate::CompleteBash => {
             clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "binder", &mut out)
         }

@@ -20,6 +20,7 @@ pub mod hwbind;
 pub mod hwenv;
 pub mod manual;
 mod run;
+pub mod shape_man;
 
 pub use binder_core::{exit_code, FRONT_EXE, FULL_EXE};
 pub use error::Error;

@@ -346,7 +346,9 @@ fn own_sections(cmd: &clap::Command) -> Result<String, std::io::Error> {
         bold("mpirun"),
         roman("(1), "),
         bold("srun"),
-        roman("(1); the user guide, docs/guide.md in the source (shapes, launchers, GPUs, Grid Engine, sharing a node)"),
+        roman("(1), "),
+        bold("binder-shape"),
+        roman("(5) (the shape format); the user guide, docs/guide.md in the source (shapes, launchers, GPUs, Grid Engine, sharing a node)"),
     ]);
     Ok(format!("{}{subs}{}", roff.render(), rest.render()))
 }

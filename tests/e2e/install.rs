@@ -59,6 +59,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         "bin/binder-full",
         "share/binder/shapes/cores-packed.yaml",
         "share/man/man1/binder.1",
+        "share/man/man5/binder-shape.5",
         "share/bash-completion/completions/binder",
         "share/zsh/site-functions/_binder",
         "share/fish/vendor_completions.d/binder.fish",

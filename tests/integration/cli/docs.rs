@@ -58,6 +58,7 @@ fn guide_help_block_is_current() {
 fn man_page_and_completions_are_current() {
     for (what, file) in [
         ("man", "docs/man/binder.1"),
+        ("man-shape", "docs/man/binder-shape.5"),
         ("complete-bash", "completions/binder.bash"),
         ("complete-zsh", "completions/_binder"),
         ("complete-fish", "completions/binder.fish"),
@@ -220,4 +221,39 @@ fn the_environment_tables_cover_what_the_code_reads() {
         core.contains("\"SLURM_LOCALID\""),
         "binder-core reads the launchers' variables"
     );
+}
+
+/// binder-shape(5) documents every key and value the shape format takes: each property
+/// of the schema's objects, and each value of its value lists, appears in bold on the
+/// page (it is made from the schema, so a new key cannot be left out).
+#[test]
+fn the_shape_page_names_every_key_and_value() {
+    let page =
+        String::from_utf8(run(binder().args(["generate", "man-shape"]), SUCCESS).stdout).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&binder_plan::shape::schema_json()).unwrap();
+    let mut names: Vec<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    for def in schema["$defs"].as_object().unwrap().values() {
+        for key in def["properties"]
+            .as_object()
+            .into_iter()
+            .flat_map(|p| p.keys())
+        {
+            names.push(key.clone());
+        }
+        for value in def["enum"].as_array().into_iter().flatten() {
+            names.push(value.as_str().unwrap().to_owned());
+        }
+    }
+    assert!(names.len() > 60, "{names:?}");
+    for name in names {
+        // roff writes a hyphen as `\-`.
+        let bold = format!("\\fB{}\\fR", name.replace('-', "\\-"));
+        assert!(page.contains(&bold), "binder-shape(5) lacks `{name}`");
+    }
 }

@@ -31,7 +31,7 @@ pub struct Shape {
     )]
     pub resources: Vec<Resource>,
     /// Per-rank rules: local rank lists and what those ranks get instead of the plan
-    /// (`0: {bind: none}`, `"1-2": {resources: [...]}`); see [`super::ranks`].
+    /// (`0: {bind: none}`, `"1-2": {resources: [...]}`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     #[schemars(schema_with = "super::ranks::ranks_schema")]
     pub ranks: super::Ranks,
