@@ -54,7 +54,14 @@ fn scenario(name: &str, env: &[(&str, &str)]) -> Option<(String, String)> {
     let out = Command::new("unshare")
         // The script makes the namespace's mounts private itself: `--propagation private`
         // fails in a chroot, where / is no mount point.
-        .args(["--mount", "--propagation", "unchanged", "bash"])
+        .args([
+            "--mount",
+            "--propagation",
+            "unchanged",
+            "--pid",
+            "--fork",
+            "bash",
+        ])
         .arg(common::root().join("tests/hostile/hostile.sh"))
         .arg(common::binder_exe())
         .arg(name)

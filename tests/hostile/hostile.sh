@@ -25,6 +25,12 @@ if ! mount --make-rprivate / 2>/dev/null; then
     { echo "cannot make the mount holding /dev/shm private" >&2; exit 77; }
 fi
 mount -t tmpfs -o mode=1777,size=512m tmpfs /dev/shm || { echo "cannot mount a private /dev/shm" >&2; exit 77; }
+# This PID namespace's own /proc (attacks.rs starts the script in a new one): bound tasks
+# of other users elsewhere on the machine are not the scenario's, so the scenarios pass
+# beside them. Mounted only once /proc's mount is private, so it never reaches the host.
+if mount --make-rprivate /proc 2>/dev/null; then
+  mount -t proc proc /proc || { echo "cannot mount this namespace's /proc" >&2; exit 77; }
+fi
 scratch=$(mktemp -d /tmp/binder-hostile.XXXXXX)
 chmod 1777 "$scratch"
 trap 'pkill -KILL -u binder-mallory 2>/dev/null; pkill -KILL -u binder-alice 2>/dev/null; pkill -KILL -u binder-bob 2>/dev/null; rm -rf "$scratch"' EXIT
