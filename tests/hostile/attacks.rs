@@ -408,7 +408,8 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
     for line in out.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         match f[..] {
-            ["load", phase, job, cpus, tl, t0, t1] => {
+            ["load", wave, job, cpus, tl, t0, t1] => {
+                let phase = wave.trim_end_matches('2');
                 let (tl, t0, t1): (u128, u128, u128) = (
                     tl.parse().unwrap(),
                     t0.parse().unwrap(),
@@ -418,7 +419,8 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
                 ran.push((phase.into(), job.parse().unwrap(), cpus, t0, t1));
                 launch.entry(phase.into()).or_default().push(t0 - tl);
             }
-            ["refused", phase, _, tl, end] => {
+            ["refused", wave, _, tl, end] => {
+                let phase = wave.trim_end_matches('2');
                 let (tl, end): (u128, u128) = (tl.parse().unwrap(), end.parse().unwrap());
                 launch.entry(phase.into()).or_default().push(end - tl);
             }

@@ -9,7 +9,7 @@
 //!
 //! This view costs about two system calls per process of another user (and one per
 //! thread of a threaded one); it is taken once per launch and shared with the user's
-//! launches of the next 100 ms ([`super::shared`]), so that every user's bound tasks
+//! launches of the next 250 ms ([`super::shared`]), so that every user's bound tasks
 //! count, with a ledger entry or without (SEMANTICS §13.3).
 
 use std::collections::{BTreeMap, BTreeSet};

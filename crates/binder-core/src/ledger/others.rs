@@ -108,7 +108,7 @@ impl Ledger {
         // No other user's files in sight: nothing to read, but their bound tasks still
         // count whether or not they use binder or this root (SEMANTICS §13.3: `taskset`,
         // `BINDER_LEDGER=off`, another `BINDER_LEDGER_DIR`). The look is shared
-        // (`super::shared`), so a user alone on the node pays for one per 100 ms; a
+        // (`super::shared`), so a user alone on the node pays for one per 250 ms; a
         // `/proc` that cannot be listed costs nothing here (there is nobody to miss but
         // those, and the fallback says so where it looks). `BINDER_KERNEL_VIEW=in-sight`
         // skips this look (the test suite's runs, whose expected CPUs must not depend on
