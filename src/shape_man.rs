@@ -174,13 +174,23 @@ fn named(target: &str, defs: &Value) -> String {
     takes(def, defs)
 }
 
-/// A doc comment as page text: one paragraph, rustdoc's link brackets dropped.
+/// A doc comment as page text: one paragraph, rustdoc's link brackets dropped, and the
+/// few typographic characters the docs use spelt in ASCII (groff has no glyph for them
+/// under a C locale, and `man --warnings` says so).
 fn clean(text: &str) -> String {
-    text.replace("[`", "`")
-        .replace("`]", "`")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    const ASCII: [(char, &str); 6] = [
+        ('\u{2026}', "..."),
+        ('\u{2212}', "-"),
+        ('\u{00b7}', "*"),
+        ('\u{2265}', ">="),
+        ('\u{00d7}', "x"),
+        ('\u{2192}', "->"),
+    ];
+    let mut text = text.replace("[`", "`").replace("`]", "`");
+    for (from, to) in ASCII {
+        text = text.replace(from, to);
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Text with Markdown backquotes as roff inlines: literals bold, the rest roman.
