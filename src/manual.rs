@@ -255,7 +255,7 @@ fn markdown_table(header: (&str, &str), rows: impl Iterator<Item = (String, Stri
 }
 
 /// Text with Markdown backquotes as roff inlines: literals bold, the rest roman.
-fn inlines(text: &str) -> Vec<Inline> {
+pub(crate) fn inlines(text: &str) -> Vec<Inline> {
     text.split('`')
         .enumerate()
         .filter(|(_, s)| !s.is_empty())

@@ -5,7 +5,9 @@
 //! documents Grid Engine's binding language). Committed as `docs/man/binder-shape.5`; a
 //! test checks it is current.
 
-use roff::{bold, roman, Inline, Roff};
+use roff::{bold, roman, Roff};
+
+use crate::manual::inlines;
 use serde_json::Value;
 
 /// The sections for each object of the format, in the order a reader meets them: the
@@ -191,15 +193,6 @@ fn clean(text: &str) -> String {
         text = text.replace(from, to);
     }
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Text with Markdown backquotes as roff inlines: literals bold, the rest roman.
-fn inlines(text: &str) -> Vec<Inline> {
-    text.split('`')
-        .enumerate()
-        .filter(|(_, s)| !s.is_empty())
-        .map(|(i, s)| if i % 2 == 1 { bold(s) } else { roman(s) })
-        .collect()
 }
 
 /// Lines kept as written (no filling), indented.
