@@ -6,6 +6,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Whether this machine has the 2 CPUs a test of two jobs side by side needs, by the one
+/// rule of [`prerequisite`] (under `CI=true` a 1-CPU machine fails the test).
+pub(crate) fn two_cpus() -> bool {
+    prerequisite(
+        std::thread::available_parallelism().map_or(1, usize::from) >= 2,
+        "a second CPU (the test runs two jobs side by side)",
+    )
+}
+
 /// The repository root.
 pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

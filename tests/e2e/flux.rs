@@ -395,8 +395,7 @@ fn gpu_affinity_per_task_plugin_and_wrapper() {
 /// wrapper does.
 #[test]
 fn plugin_inside_an_instance_on_part_of_the_node() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let Some(flux) = flux() else { return };
@@ -458,8 +457,7 @@ fn plugin_inside_an_instance_on_part_of_the_node() {
 /// inherited, never the node (another job holds core 0 here).
 #[test]
 fn an_orphaned_wrapper_keeps_its_jobs_core() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null
@@ -485,8 +483,7 @@ flux cancel --all"#;
 /// that core 0.
 #[test]
 fn cpu_affinity_off_still_stays_on_the_jobs_core() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null
@@ -512,8 +509,7 @@ flux cancel --all"#;
 /// `-o binder` the task is refused with one line naming both.
 #[test]
 fn plugin_default_leaves_the_wrapper_its_task() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let default_rc = site_default_rc("wrapper-default", "cores-packed");
@@ -543,8 +539,7 @@ fn plugin_default_leaves_the_wrapper_its_task() {
 /// some of its online CPUs) and binds inside it, on core 1 here (another job holds 0).
 #[test]
 fn the_shells_restricted_xml_is_this_host_too() {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let script = r#"flux submit -n1 -c1 sleep 60 >/dev/null

@@ -95,9 +95,7 @@ fn script() -> String {
 
 /// Under `default=cores-packed` on a 2-CPU node: the batch shell, the steps.
 pub(super) fn batch_and_steps(slurm: &Slurm, constrain: &str) {
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    if cpus < 2 {
-        eprintln!("SKIPPED: the batch-script case needs 2 CPUs");
+    if !common::two_cpus() {
         return;
     }
     let ledger = common::private_ledger();

@@ -466,8 +466,7 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
 /// A scenario that needs two CPUs (alice's job must have somewhere else to go), run;
 /// `None` where it cannot.
 fn two_cpu_scenario(name: &str) -> Option<(String, String)> {
-    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        eprintln!("SKIPPED: {name} needs 2 CPUs");
+    if !common::two_cpus() {
         return None;
     }
     let (out, err) = scenario(name, &[])?;
