@@ -44,12 +44,14 @@ chmod 644 "$scratch/one.yaml"
 uid() { id -u "binder-$1"; }
 # Variables every user's command gets besides PATH (a scenario may add some).
 EXTRA=()
+# What a user's command is started under (a scenario may put it in a PID namespace).
+WRAP=()
 # Runs a command as a user, with a clean environment (no launcher variables).
 as() {
   local who=$1; shift
   local home=HOME=$scratch/home-$who
   [ -n "${NOHOME:-}" ] && home=NOHOME=1
-  setpriv --reuid="binder-$who" --regid="binder-$who" --init-groups \
+  ${WRAP[@]+"${WRAP[@]}"} setpriv --reuid="binder-$who" --regid="binder-$who" --init-groups \
     env -i PATH=/usr/bin:/bin BINDER_SITE_FILE=/nonexistent "$home" "${EXTRA[@]}" "$@"
 }
 now_ms() { date +%s%3N; }
@@ -96,11 +98,13 @@ mdir() {
   as mallory mkdir -p "$d"
   echo "$d"
 }
-# A claim by mallory for process (pid, start) with the given JSON cpus and job.
+# A claim by mallory for process (pid, start) with the given JSON cpus and job, in the
+# format this binder writes (attacks.rs passes it: a stale one is refused unread, and the
+# attack would test nothing).
 forge() {
   local pid=$1 start=$2 cpus=$3 job=${4:-forged} gpus=${5:-[]}
   local d; d=$(mdir)
-  printf '%s' "{\"format\":7,\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
+  printf '%s' "{\"format\":${CLAIM_FORMAT:?attacks.rs sets it},\"job\":\"$job\",\"rank\":0,\"size\":1,\"pid\":$pid,\"start\":$start,\"cpus\":$cpus,\"gpus\":$gpus,\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" |
     as mallory sh -c 'umask 022; cat >"$1"' sh "$d/c.$pid.$start.0.forged$RANDOM"
 }
 # One of alice's own processes takes her ledger lock and stops, holding it.
@@ -164,6 +168,21 @@ flood)
     for i in $(seq 20); do mkfifo "c.1$i.1.0.fifo"; done
   ' sh "$(uid alice)" "$(uid bob)" "$d"
   honest
+  ;;
+homeless-flood)
+  # alice has no home to keep her ledger key in (HOME unset; or read-only, or its key
+  # removed at logout). mallory takes alice's directory name and plants FLOOD (100,000)
+  # directories with alice's prefix. alice's jobs, one after another, never stack.
+  as mallory mkdir -m 0755 "/dev/shm/binder-ledger.$(uid alice)"
+  as mallory /usr/bin/python3 -c '
+import os, sys
+os.chdir("/dev/shm")
+for i in range(int(sys.argv[2])):
+    os.mkdir("binder-ledger.%s.%016x" % (sys.argv[1], i))' "$(uid alice)" "${FLOOD:-100000}"
+  NOHOME=1
+  run alice first 8
+  run alice second 8
+  NOHOME=
   ;;
 big)
   # 64 live processes, each with a 200 KB claim, and one 16 MiB claim.
@@ -256,11 +275,11 @@ time.sleep(60)' &
   d=$(mdir)
   as mallory python3 -c '
 import sys
-d, p, s = sys.argv[1], sys.argv[2], sys.argv[3]
-body = "{\"format\":7,\"job\":\"x\",\"rank\":0,\"size\":1,\"pid\":%s,\"start\":%s,\"cpus\":\"0-1\",\"gpus\":[],\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" % (p, s)
+d, p, s, fmt = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+body = "{\"format\":%s,\"job\":\"x\",\"rank\":0,\"size\":1,\"pid\":%s,\"start\":%s,\"cpus\":\"0-1\",\"gpus\":[],\"pack\":\"fill\",\"unit\":\"core\",\"places\":1}" % (fmt, p, s)
 for i in range(20000):
     with open("%s/c.%s.%s.0.j%d" % (d, p, s, i), "w") as f:
-        f.write(body)' "$d" "$p2" "$s2"
+        f.write(body)' "$d" "$p2" "$s2" "$CLAIM_FORMAT"
   honest
   ;;
 root-flood)
@@ -347,6 +366,41 @@ hidepid)
   mount -t proc -o hidepid=2 proc /proc
   run bob bob 6
   run alice alice
+  ;;
+hidepid-forged)
+  # /proc hides other users' processes; bob's job holds CPU 0. mallory writes claims of
+  # CPU 1 (the free one), for a PID that does not exist and for an unbound live sleep of
+  # hers: neither sends alice onto bob's CPU (the kernel says where a PID runs, whatever
+  # /proc hides).
+  mount -t proc -o hidepid=2 proc /proc
+  run bob bob 6
+  forge $(( $(cat /proc/sys/kernel/pid_max) - 7 )) 4242 '"1"'
+  read -r p s < <(msleep)
+  forge "$p" "$s" '"1"'
+  run alice alice
+  ;;
+pidns)
+  # alice launches in a PID namespace with its own /proc (a container) while bob's job,
+  # outside it, holds CPU 0: she is told once that she cannot see it, and goes around it.
+  run bob bob 6
+  WRAP=(unshare --pid --fork --mount-proc)
+  run alice alice
+  WRAP=()
+  ;;
+timens)
+  # alice's first job runs in a time namespace whose boot clock is 100,000 s ahead (its
+  # /proc shows start times shifted by that much). Her next job, outside it, must still
+  # find it (neither delete its claim nor land on its CPU), and so must one in another
+  # time namespace (200,000 s ahead) once the second has ended.
+  WRAP=(unshare --time --boottime 100000)
+  run alice first 8
+  WRAP=()
+  run alice second 1
+  sleep 1.5
+  WRAP=(unshare --time --boottime 200000)
+  run alice third 4
+  WRAP=()
+  echo "claims $(find /dev/shm -name 'c.*' | wc -l)"
   ;;
 count-all)
   # alice's one-task job bound to the whole node holds it against her other jobs.

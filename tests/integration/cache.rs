@@ -57,7 +57,10 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     loader: Vec::new(),
                     hwloc_env: Vec::new(),
                     boot: name.clone(),
-                    online: String::new(),
+                    // Every CPU the XML has is online (a plan names no other).
+                    online: binder_core::cpulist::cpu_list(
+                        &topo.allowed().iter_set().collect::<Vec<usize>>(),
+                    ),
                     cgroup: Vec::new(),
                     mounts: String::new(),
                     cpuset_dirs: Some(Vec::new()),

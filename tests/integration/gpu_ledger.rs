@@ -261,6 +261,7 @@ fn steering_gives_up_a_squatters_claim_first() {
             pack: Packing::Fill,
             unit: "core".into(),
             places: 1,
+            pidns: 0,
         },
         cpus: vec![4],
         confirmed: true,

@@ -140,6 +140,7 @@ fn claim(
         pack: pack.into(),
         unit: "core".into(),
         places: cores.count(),
+        pidns: 0,
     }
 }
 
@@ -263,6 +264,7 @@ fn node_report_names_each_jobs_gpus() {
         pack: Pack::Fill.into(),
         unit: "core".into(),
         places: 1,
+        pidns: 0,
     };
     let a = with_gpus("slurm:5.0", 0, &["0000:36:00.0", "0000:b7:00.0"], 101);
     let b = with_gpus("slurm:6.0", 1, &["0000:99:00.0"], 102);

@@ -186,7 +186,7 @@ fn loads(t: &Topology, scan: &Scan, avoid: &Avoid, steer: &[usize]) -> BTreeMap<
                 .iter()
                 .map(|r| crate::node::held_pus(t, r.pack.into(), &r.cpus)),
         )
-        .chain([avoid.cpus.clone(), steer.to_vec()]);
+        .chain([avoid.cpus.clone(), steer.to_vec(), scan.held_cpus.clone()]);
     for cpus in held {
         for p in cpus {
             *loads.entry(p).or_insert(0) += 1;

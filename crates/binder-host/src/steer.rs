@@ -66,6 +66,7 @@ mod tests {
                 pack: Packing::Fill,
                 unit: "core".into(),
                 places: cpus.len(),
+                pidns: 0,
             },
             cpus: cpus.to_vec(),
             confirmed: true,

@@ -188,6 +188,21 @@ impl Cache {
         if entry.tasks.len() != key.local_size {
             return Err(format!("{} is inconsistent", path.display()));
         }
+        // A plan names only CPUs the node has: an entry that names another (edited, or
+        // damaged) is a miss, and the fresh plan replaces it.
+        let online = crate::procfs::parse_list(key.online.trim()).unwrap_or_default();
+        let off = entry
+            .tasks
+            .iter()
+            .filter(|t| t.is_bound() && t.apply)
+            .flat_map(|t| &t.cpus)
+            .find(|c| online.binary_search(c).is_err());
+        if let Some(cpu) = off {
+            return Err(format!(
+                "{} names cpu {cpu}, which is not online",
+                path.display()
+            ));
+        }
         Ok((entry.tasks, entry.pack))
     }
 

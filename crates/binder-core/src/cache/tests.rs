@@ -34,7 +34,7 @@ fn key(shape: &str) -> Key {
         loader: vec![String::new(), String::new()],
         hwloc_env: Vec::new(),
         boot: "b".into(),
-        online: "0-1".into(),
+        online: "0-3".into(),
         cgroup: vec!["0::/".into()],
         mounts: "mnt:[1]".into(),
         cpuset_dirs: Some(Vec::new()),
@@ -64,6 +64,21 @@ fn store_then_lookup_and_what_misses() {
     // A corrupt file is a miss, and a store repairs it.
     fs::write(cache.path(&key("a")), "{not json").unwrap();
     assert!(cache.lookup(&key("a")).unwrap_err().contains("corrupt"));
+    cache.store(&key("a"), views.clone(), Pack::Fill).unwrap();
+    assert_eq!(cache.lookup(&key("a")).unwrap().0, views);
+    // An entry naming a CPU the node does not have (edited by hand, damaged) is a miss,
+    // which the fresh plan's store replaces (#45).
+    cache
+        .store(
+            &key("a"),
+            vec![view(vec![0, 1]), view(vec![2, 77])],
+            Pack::Fill,
+        )
+        .unwrap();
+    assert!(cache
+        .lookup(&key("a"))
+        .unwrap_err()
+        .contains("cpu 77, which is not online"));
     cache.store(&key("a"), views.clone(), Pack::Fill).unwrap();
     assert_eq!(cache.lookup(&key("a")).unwrap().0, views);
     // A file others may write is never trusted.

@@ -296,8 +296,7 @@ impl Flow<'_, '_> {
         } else {
             base
         };
-        let part = id.file_part();
-        let mut scan = self.scan(&own, &part, now, hz, err)?;
+        let mut scan = self.scan(&own, &id, now, hz, err)?;
         let mut share = planner.shares();
         let mut view_pack = None;
         if let Some(raw) = &joined {
@@ -331,7 +330,7 @@ impl Flow<'_, '_> {
                     Err(Stopped::Error(_)) if round > 1 && round < MAX_ROUNDS => {
                         std::thread::sleep(RETRY);
                         own = ledger.list_own(self.procs);
-                        scan = self.scan(&own, &part, now, hz, err)?;
+                        scan = self.scan(&own, &id, now, hz, err)?;
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -340,6 +339,7 @@ impl Flow<'_, '_> {
             self.bind(&view)?;
             let mut claim = Claim::of(&id, identity.rank, identity.size, pack, &view);
             (claim.pid, claim.start) = self.me;
+            claim.pidns = self.procs.pid_ns();
             let name = ledger.write_claim(&claim).map_err(Stopped::Uncoordinated)?;
             self.claimed = Some(name.clone());
             // The last plan stands: it avoids every CPU the kernel showed bound a moment
@@ -374,7 +374,7 @@ impl Flow<'_, '_> {
             ledger.withdraw(&name, self.me.0, self.me.1);
             self.claimed = None;
             own = ledger.list_own(self.procs);
-            scan = self.scan(&own, &part, now, hz, err)?;
+            scan = self.scan(&own, &id, now, hz, err)?;
         }
         Err(Stopped::Uncoordinated(format!(
             "other jobs' tasks kept claiming the same units through {MAX_ROUNDS} plans"
@@ -385,15 +385,20 @@ impl Flow<'_, '_> {
     fn scan<E: From<LedgerError>>(
         &self,
         own: &Own,
-        part: &str,
+        id: &JobId,
         now: u64,
         hz: u64,
         err: &mut impl Write,
     ) -> Result<Scan, Stopped<E>> {
         let mut scan = Scan::new(self.ledger.uid());
         self.ledger
-            .scan_own(own, Some(part), self.procs, now, hz, &mut scan);
+            .scan_own(own, Some(&id.file_part()), self.procs, now, hz, &mut scan);
         self.ledger.scan_others(self.procs, &mut scan);
+        // In a fallback directory, this user's other jobs may have claimed in another
+        // one that a flood of names hid from this launch: the kernel shows them all.
+        if self.ledger.in_fallback() {
+            ledger::kernel::add_own(self.procs, self.ledger.uid(), id, &mut scan);
+        }
         self.not_mine(&mut scan.holders);
         if let Some(why) = &scan.incomplete {
             if self.ledger.required() {
@@ -416,7 +421,7 @@ impl Flow<'_, '_> {
                 crate::text::emit(
                     err,
                     &format!(
-                        "warning: {why}: binder cannot see where their tasks run, so it steers clear of what their ledger entries say but cannot promise this job does not share their CPUs (ask for hidepid's gid= exemption, or run jobs that share a node in one PID namespace)"
+                        "warning: {why}: binder goes around what their ledger entries say, but cannot see their bound tasks that have none, so this job may share their CPUs (ask for hidepid's gid= exemption, or run jobs that share a node in one PID namespace)"
                     ),
                 );
             }

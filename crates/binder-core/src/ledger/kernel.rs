@@ -184,8 +184,8 @@ pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed:
 }
 
 /// Adds to `scan` the user's own bound tasks of other jobs, as the kernel shows them,
-/// for a launch that cannot use the ledger (SEMANTICS §13.3: a user's own jobs are always
-/// found): every process of `me` bound to less than every CPU, but this task and its
+/// for a launch that cannot use the ledger or uses a fallback directory (SEMANTICS
+/// §13.3: a user's own jobs are always found): every process of `me` bound to less than every CPU, but this task and its
 /// ancestors (its envelope), a launch still settling (`SETTLING`: maybe a rank of this
 /// very job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
 /// sets at exec). Root's bound processes are the system's (per-CPU kernel threads,
@@ -196,9 +196,11 @@ pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
     };
     let everywhere = procs.everywhere();
     let lineage: BTreeSet<u32> = procs.lineage().iter().map(|(pid, _)| *pid).collect();
+    // Those the ledger already has (their claims say more: job, GPUs).
+    let claimed: BTreeSet<u32> = scan.holders.iter().map(|h| h.claim.pid).collect();
     for process in mine {
         let cpus = bound_cpus(everywhere.as_deref(), &process.threads);
-        if cpus.is_empty() || lineage.contains(&process.pid) {
+        if cpus.is_empty() || lineage.contains(&process.pid) || claimed.contains(&process.pid) {
             continue;
         }
         let Some(stat) = procs.stat(process.pid).filter(|s| !s.ended()) else {
@@ -233,6 +235,7 @@ fn unclaimed(owner: u32, pid: u32, start: u64, cpus: Vec<usize>, confirmed: bool
             pack: Packing::Fill,
             unit: "pu".into(),
             places: cpus.len(),
+            pidns: 0,
         },
         cpus,
         confirmed,
@@ -411,6 +414,7 @@ mod tests {
             pack: Packing::Fill,
             unit: "core".into(),
             places: 4,
+            pidns: 0,
         };
         assert!(believe(1001, claim.clone(), vec![], true)
             .claim

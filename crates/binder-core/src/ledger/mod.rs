@@ -132,6 +132,15 @@ pub struct Claim {
     pub unit: String,
     /// How many units it has.
     pub places: usize,
+    /// The PID namespace `pid` is numbered in (`Procs::pid_ns`; 0: unknown). A reader
+    /// in another one (a container with its own `/proc`, or the host reading a
+    /// container's claim) cannot address the process, so the claim only steers there.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pidns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Claim {
@@ -153,6 +162,7 @@ impl Claim {
             pack,
             unit: view.unit.clone(),
             places: view.places.len(),
+            pidns: 0,
         }
     }
 }
@@ -247,6 +257,10 @@ pub struct Scan {
     /// CPUs that other users' unverifiable entries name (where `/proc` hides them): a
     /// plan avoids them when it can, never refuses for them.
     pub steer_cpus: Vec<usize>,
+    /// CPUs of other users' processes that `/proc` hides (`hidepid`) but the kernel
+    /// shows bound (`sched_getaffinity` on the PID a claim names): held like any other
+    /// user's bound task, whatever the claim says.
+    pub held_cpus: Vec<usize>,
     /// GPUs (bus ids) that other users' claims name: a plan avoids them when it can and
     /// the job's allocation does not name them, never refuses for them.
     pub steer_gpus: Vec<String>,
@@ -275,6 +289,13 @@ impl Scan {
         self.steer_gpus.dedup();
     }
 
+    /// Adds CPUs held by other users' bound processes that `/proc` hides (`held_cpus`).
+    pub fn hold(&mut self, cpus: &[usize]) {
+        self.held_cpus.extend_from_slice(cpus);
+        self.held_cpus.sort_unstable();
+        self.held_cpus.dedup();
+    }
+
     /// Records an ignored file (only the first `MAX_IGNORED`).
     pub fn ignore(&mut self, file: &str, owner: Option<u32>, why: String) {
         if self.ignored.len() < MAX_IGNORED {
@@ -294,6 +315,7 @@ impl Scan {
             .all(|h| h.cpus.is_empty() && h.claim.gpus.is_empty())
             && self.reserved.is_empty()
             && self.steer_cpus.is_empty()
+            && self.held_cpus.is_empty()
             && self.steer_gpus.is_empty()
     }
 
@@ -505,13 +527,15 @@ pub fn clock_hz() -> u64 {
 
 /// Clock ticks since boot, comparable with the start times of `/proc/PID/stat`: both
 /// count from boot, suspend included (`CLOCK_BOOTTIME`, which `/proc/uptime` also reads;
-/// this asks the vDSO instead of reading a file).
+/// this asks the vDSO instead of reading a file), in the initial time namespace's count
+/// as start times are (`crate::procfs::boot_offset_ticks`).
 pub fn now_ticks() -> u64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let secs = u64::try_from(now.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
     let hz = clock_hz();
-    secs * hz + nanos * hz / 1_000_000_000
+    (secs * hz + nanos * hz / 1_000_000_000)
+        .saturating_add_signed(-crate::procfs::boot_offset_ticks())
 }
 
 #[cfg(test)]

@@ -49,6 +49,13 @@ struct Reading<'a> {
     seen: BTreeSet<u32>,
     /// Unverifiable claims read to steer.
     steered: usize,
+    /// The PID namespace this launch numbers PIDs in, and whether it is not the
+    /// initial one (a container's, with its own `/proc`): a claim of a PID this `/proc`
+    /// does not show may then name a process outside it.
+    ns: u64,
+    nested: bool,
+    /// The CPUs an unbound thread may run on, read when first needed.
+    everywhere: Option<Option<Vec<usize>>>,
 }
 
 /// The kernel's view alone, as user `me` would plan around it when the ledger cannot be
@@ -138,6 +145,9 @@ impl Ledger {
             live: None,
             seen: BTreeSet::new(),
             steered: 0,
+            ns: procs.pid_ns(),
+            nested: ![0, crate::procfs::INIT_PID_NS].contains(&procs.pid_ns()),
+            everywhere: None,
         };
         self.read_dirs(&mut listing, names, &mut reading, scan);
         if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
@@ -242,18 +252,27 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
     }
     let own = owner == reading.me;
     let hidden = reading.view.as_ref().is_some_and(|v| v.hidden.is_some());
+    let nested = reading.nested;
     let procs = reading.procs;
     match reading.view.as_mut() {
         // Another user's: only the names of their live processes (one look at the
-        // kernel's view rules out every other name at once), unless /proc hides them.
+        // kernel's view rules out every other name at once), unless /proc hides them;
+        // in a PID namespace of its own, also a bounded few it does not show (they may
+        // name processes outside it: `unseen`).
         Some(view) if !own && !hidden => {
+            let mut outside = 0usize;
             claims.retain(|(_, pid, _)| {
                 view.ask(procs, *pid);
                 view.procs.get(pid).is_some_and(|s| s.uid == owner)
+                    || (nested && {
+                        outside += 1;
+                        outside <= MAX_STEER
+                    })
             });
         }
-        // Many names: one read of /proc's directory rules out the dead PIDs at once.
-        _ if claims.len() > LIST_PIDS_ABOVE => {
+        // Many names: one read of /proc's directory rules out the dead PIDs at once
+        // (not where /proc hides other users' PIDs: that would rule out every one).
+        _ if claims.len() > LIST_PIDS_ABOVE && (own || !hidden) => {
             let procs = reading.procs;
             let pids = reading.live.get_or_insert_with(|| procs.pids());
             if let Some(pids) = pids {
@@ -298,14 +317,60 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
                 }
                 Err(why) => scan.ignore(&shown, Some(owner), why),
             },
-            // Where /proc hides them, what their claims say steers and nothing more.
-            Err(_) if hidden && reading.steered < MAX_STEER => {
+            // Where /proc does not show them, the kernel and their word, bounded.
+            Err(why) if (hidden || nested) && reading.steered < MAX_STEER => {
                 reading.steered += 1;
-                if let Ok(claim) = read().and_then(|t| parse_claim(&t, (pid, start))) {
-                    scan.steer(&claim.cpus, &claim.gpus);
+                match read().and_then(|t| parse_claim(&t, (pid, start))) {
+                    Ok(claim) => unseen(reading, &claim, hidden, scan)
+                        .unwrap_or_else(|| scan.ignore(&shown, Some(owner), why)),
+                    Err(why) => scan.ignore(&shown, Some(owner), why),
                 }
             }
             Err(why) => scan.ignore(&shown, Some(owner), why),
         }
     }
+}
+
+/// Another user's claim whose process this `/proc` does not show (SEMANTICS §13.3):
+/// - numbered in this PID namespace, under `hidepid`: the kernel still answers
+///   `sched_getaffinity` for it. No such process: the claim counts for nothing (a file
+///   with no process steers nobody onto a CPU in use). Bound: it holds where it runs,
+///   as any other user's bound task does. Unbound: its word steers, and nothing more.
+/// - numbered in another PID namespace (this launch's container, or the claim's): it
+///   cannot be addressed, so its word steers; a launch in a container says so once.
+///
+/// `None`: it counts for nothing (numbered here, and this `/proc` shows everything).
+fn unseen(
+    reading: &mut Reading<'_>,
+    claim: &super::Claim,
+    hidden: bool,
+    scan: &mut Scan,
+) -> Option<()> {
+    // A claim that does not say (binder always says: a hand-written one) is checked as
+    // this namespace's: the kernel, not its word, then decides.
+    let here = claim.pidns == 0 || claim.pidns == reading.ns;
+    if here {
+        if !hidden {
+            return None;
+        }
+        let allowed = reading.procs.affinity_of(claim.pid)?;
+        let procs = reading.procs;
+        let everywhere = reading.everywhere.get_or_insert_with(|| procs.everywhere());
+        let bound = kernel::bound_cpus(everywhere.as_deref(), &[allowed]);
+        if bound.is_empty() {
+            scan.steer(&claim.cpus, &claim.gpus);
+        } else {
+            scan.hold(&bound);
+            scan.steer(&[], &claim.gpus);
+        }
+        return Some(());
+    }
+    if reading.nested && scan.hidden.is_none() {
+        scan.hidden = Some(
+            "binder runs in another PID namespace than other users' tasks (a container with its own /proc)"
+                .into(),
+        );
+    }
+    scan.steer(&claim.cpus, &claim.gpus);
+    Some(())
 }

@@ -55,6 +55,8 @@ pub struct Ledger {
     /// Whether the kernel's view is taken on every scan, with no other user's entry in
     /// sight too (SEMANTICS §13.3; `BINDER_KERNEL_VIEW=in-sight` turns that off).
     look_always: bool,
+    /// Whether `own` is a fallback directory ([`Ledger::in_fallback`]).
+    fallback: bool,
 }
 
 /// The user's lock, held; dropping it (or exec: the descriptor is close-on-exec)
@@ -160,16 +162,24 @@ impl Ledger {
         let look_always = looks_beyond_sight(env);
         let uid = rustix::process::geteuid().as_raw();
         let home = env("HOME").filter(|h| h.starts_with('/'));
-        let (own, own_fd) = own_dir(&root, uid, home.as_deref())?;
+        let (own, own_fd, fallback) = own_dir(&root, uid, home.as_deref())?;
         Ok(Ledger {
             root,
             own,
             own_fd: Arc::new(own_fd),
+            fallback,
             uid,
             wait: Duration::from_secs(wait),
             require,
             look_always,
         })
+    }
+
+    /// Whether this user's directory is a fallback one (the canonical name was taken and
+    /// no secret name could be kept): another launch of this user may have made another
+    /// one, so its own bound tasks are taken from the kernel's view too (SEMANTICS §13.3).
+    pub fn in_fallback(&self) -> bool {
+        self.fallback
     }
 
     /// This user's own directory.
@@ -536,8 +546,9 @@ fn secret_name(uid: u32, home: &str) -> Option<String> {
 /// neither the canonical nor the secret name can be used).
 const OWN_SEARCH: Duration = Duration::from_millis(200);
 
-/// This user's directory in `root`, made when missing (see the module text).
-fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedFd), String> {
+/// This user's directory in `root`, made when missing (see the module text), and
+/// whether it is a fallback one ([`Ledger::in_fallback`]).
+fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedFd, bool), String> {
     let shown = root.display();
     // A root named by BINDER_LEDGER_DIR that does not exist yet is this user's to make
     // (other users' launches will not trust it: it is not root's).
@@ -563,7 +574,7 @@ fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedF
         ));
     }
     let canonical = root.join(format!("{PREFIX}{uid}"));
-    let mine = |dir: &Path| open_usable(dir, uid).map(|fd| (dir.to_owned(), fd));
+    let mine = |dir: &Path| open_usable(dir, uid).map(|fd| (dir.to_owned(), fd, false));
     // Made, or found made: a task of this user's that started at the same moment may make
     // it between this one's first look and its `mkdir` (which then fails with EEXIST), so
     // the second look does not depend on which of them made it. Seen with the two tasks of
@@ -613,8 +624,9 @@ fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedF
         .find(|d| {
             rfs::statat(rfs::CWD, d, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_uid == uid)
         });
+    let in_fallback = |(dir, fd, _)| (dir, fd, true);
     if let Some(found) = owned.as_deref().and_then(mine) {
-        return Ok(found);
+        return Ok(in_fallback(found));
     }
     let mut random = [0u8; 8];
     rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty())
@@ -623,7 +635,7 @@ fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedF
     let dir = root.join(format!("{fallback}{suffix}"));
     if make(&dir) {
         if let Some(found) = mine(&dir) {
-            return Ok(found);
+            return Ok(in_fallback(found));
         }
     }
     Err(format!(

@@ -63,6 +63,7 @@ fn claim(pid: u32, start: u64, cpus: &[usize], gpus: &[&str]) -> Claim {
         pack: Pack::Fill,
         unit: "core".into(),
         places: cpus.len(),
+        pidns: 0,
     }
 }
 

@@ -144,6 +144,69 @@ pub trait Procs {
     fn shares_views(&self) -> bool {
         false
     }
+    /// The PID namespace this process numbers PIDs in (the inode of `/proc/self/ns/pid`;
+    /// 0 when unknown): a claim records it, so a reader knows whether the claim's PID
+    /// names a process it can address.
+    fn pid_ns(&self) -> u64 {
+        0
+    }
+    /// The main thread's affinity of `pid` by one system call, which `hidepid` does not
+    /// hide (`None`: no such process); a fake answers from [`Procs::threads`].
+    fn affinity_of(&self, pid: u32) -> Option<Vec<usize>> {
+        self.threads(pid)?.into_iter().next()
+    }
+}
+
+/// The initial PID namespace's inode number (`PROC_PID_INIT_INO`, fixed since Linux 3.8).
+pub(crate) const INIT_PID_NS: u64 = 0xEFFF_FFFC;
+/// The initial time namespace's inode number (`PROC_TIME_INIT_INO`).
+const INIT_TIME_NS: u64 = 0xEFFF_FFFA;
+
+/// The inode of a namespace link of this process (`/proc/self/ns/KIND`): `kind:[N]`.
+fn ns_inode(kind: &str) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok()?;
+    link.to_str()?
+        .strip_prefix(kind)?
+        .strip_prefix(":[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// This process's PID namespace (see [`Procs::pid_ns`]); 0 when it cannot be read.
+pub(crate) fn pid_ns() -> u64 {
+    static NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| ns_inode("pid").unwrap_or(0))
+}
+
+/// This process's time namespace's boot-clock offset in clock ticks: 0 in the initial
+/// one (one `readlink` says so) or where the kernel has none. A time namespace shifts
+/// every start time its `/proc` shows and its `CLOCK_BOOTTIME` by this much, so binder
+/// takes it off both ([`Real`]'s `stat`, [`crate::ledger::now_ticks`]): start times in
+/// claims are then the initial namespace's wherever a launch ran, and a launch in a
+/// container with its own boot clock and one outside find each other's claims (#45).
+pub(crate) fn boot_offset_ticks() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        if ns_inode("time").is_none_or(|ns| ns == INIT_TIME_NS) {
+            return 0;
+        }
+        read_small("/proc/self/timens_offsets", 4096)
+            .ok()
+            .and_then(|t| parse_boot_offset(&t, rustix::param::clock_ticks_per_second().max(1)))
+            .unwrap_or(0)
+    })
+}
+
+/// The `boottime SECS NSECS` line of `/proc/PID/timens_offsets`, in `hz` ticks.
+pub(crate) fn parse_boot_offset(text: &str, hz: u64) -> Option<i64> {
+    let line = text.lines().find(|l| l.starts_with("boottime"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let secs: i64 = words.next()?.parse().ok()?;
+    let nanos: i64 = words.next()?.parse().ok()?;
+    let hz = i64::try_from(hz).ok()?;
+    secs.checked_mul(hz)?
+        .checked_add(nanos.checked_mul(hz)? / 1_000_000_000)
 }
 
 /// The most threads of one process whose affinity is read (more are not looked at).
@@ -196,11 +259,21 @@ impl Procs for Real {
     }
 
     fn stat(&self, pid: u32) -> Option<Stat> {
-        parse_stat(&read(&format!("/proc/{pid}/stat"))?)
+        let mut stat = parse_stat(&read(&format!("/proc/{pid}/stat"))?)?;
+        stat.start = stat.start.saturating_add_signed(-boot_offset_ticks());
+        Some(stat)
     }
 
     fn status(&self, pid: u32) -> Option<Status> {
         parse_status(&read(&format!("/proc/{pid}/status"))?)
+    }
+
+    fn pid_ns(&self) -> u64 {
+        pid_ns()
+    }
+
+    fn affinity_of(&self, pid: u32) -> Option<Vec<usize>> {
+        affinity(Some(pid))
     }
 
     fn online(&self) -> Option<Vec<usize>> {
@@ -384,6 +457,14 @@ impl Procs for RealOnce {
         Real.others(me)
     }
 
+    fn pid_ns(&self) -> u64 {
+        Real.pid_ns()
+    }
+
+    fn affinity_of(&self, pid: u32) -> Option<Vec<usize>> {
+        Real.affinity_of(pid)
+    }
+
     fn hidden(&self) -> Option<String> {
         Real.hidden()
     }
@@ -560,6 +641,20 @@ mod tests {
             })
         );
         assert_eq!(parse_status("Uid:\t1000\n"), None);
+    }
+
+    #[test]
+    fn time_namespace_offsets_in_ticks() {
+        let text = "monotonic           0         0\nboottime       100000         0\n";
+        assert_eq!(parse_boot_offset(text, 100), Some(10_000_000));
+        // Negative offsets, nanoseconds: 2.5 s back at 100 Hz is 250 ticks.
+        let text = "monotonic 0 0\nboottime -3 500000000\n";
+        assert_eq!(parse_boot_offset(text, 100), Some(-250));
+        assert_eq!(parse_boot_offset("monotonic 0 0\n", 100), None);
+        assert_eq!(
+            parse_boot_offset("boottime 99999999999999999 0\n", 100),
+            None
+        );
     }
 
     #[test]

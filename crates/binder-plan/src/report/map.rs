@@ -129,7 +129,7 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
                     let label = format!("{} L#{}{os}", kind.hwloc_name(), o.logical_index());
                     Some((label, o.cpuset().map(|s| crate::topology::from_hw(&s))?))
                 })
-                .collect()
+                .fold(Vec::new(), merge_same_cpus)
         })
         .collect();
     let cores: Vec<(String, CpuSet)> = topology
@@ -158,6 +158,27 @@ pub fn tree(topology: &Topology, plan: &Plan, blocked: &Blocked) -> Node {
         children,
         pu: None,
     }
+}
+
+/// Adds one box to a level's boxes, or names it in the box of the same CPUs: the NUMA
+/// nodes of one set of cores (KNL's DDR and MCDRAM in flat mode, a socket's DRAM and
+/// HBM or CXL memory) are one box, `numa L#0 (P#0) + L#1 (P#4)`, so their cores are
+/// drawn once.
+fn merge_same_cpus(
+    mut boxes: Vec<(String, CpuSet)>,
+    (label, set): (String, CpuSet),
+) -> Vec<(String, CpuSet)> {
+    match boxes.iter_mut().find(|(_, s)| *s == set) {
+        Some((first, _)) => {
+            let more = label
+                .split_once(' ')
+                .map_or(label.as_str(), |(_, rest)| rest);
+            first.push_str(" + ");
+            first.push_str(more);
+        }
+        None => boxes.push((label, set)),
+    }
+    boxes
 }
 
 /// What every box of the tree looks things up in.
