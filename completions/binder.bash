@@ -16,6 +16,9 @@ _binder() {
             ",$1")
                 cmd="binder"
                 ;;
+            binder,convert)
+                cmd="binder__subcmd__convert"
+                ;;
             binder,explain)
                 cmd="binder__subcmd__explain"
                 ;;
@@ -38,7 +41,7 @@ _binder() {
 
     case "${cmd}" in
         binder)
-            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --gpu-ids --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node explain generate"
+            opts="-n -i -v -h -V --dry-run --local-rank --local-size --gpus-per-task --ge --reserve --pack --share --gpu-ids --ge-topology --topology --synthetic --input --format --cof --cpuset-output-format --show-env --report --verbose --help --version schema topology node explain convert generate"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,6 +105,24 @@ _binder() {
                     ;;
                 --cof)
                     COMPREPLY=($(compgen -W "hwloc list taskset" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        binder__subcmd__convert)
+            opts="-h --from --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -W "ompi slurm numactl hwloc-bind" -- "${cur}"))
                     return 0
                     ;;
                 *)

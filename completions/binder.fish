@@ -58,6 +58,7 @@ complete -c binder -n "__fish_binder_needs_command" -a "schema" -d 'Print the JS
 complete -c binder -n "__fish_binder_needs_command" -a "topology" -d 'Print the node\'s Grid Engine topology string (NSXYCTT...; lowercase = reserved)'
 complete -c binder -n "__fish_binder_needs_command" -a "node" -d 'Show the jobs bound on this node and its packing metrics (the node ledger)'
 complete -c binder -n "__fish_binder_needs_command" -a "explain" -d 'Explain a plan: the unit\'s rule, what each request matched or skipped, the dealing'
+complete -c binder -n "__fish_binder_needs_command" -a "convert" -d 'Print the shape for a peer tool\'s binding options (Open MPI, Slurm, numactl, hwloc-bind)'
 complete -c binder -n "__fish_binder_needs_command" -a "generate" -d 'Print the man page or a shell completion script (for packagers)'
 complete -c binder -n "__fish_binder_using_subcommand schema" -s h -l help -d 'Print help'
 complete -c binder -n "__fish_binder_using_subcommand topology" -l topology -d 'An hwloc XML export' -r -F
@@ -82,4 +83,9 @@ complete -c binder -n "__fish_binder_using_subcommand explain" -s i -l input -d 
 complete -c binder -n "__fish_binder_using_subcommand explain" -l ge-topology -d 'A Grid Engine topology string as the machine' -r
 complete -c binder -n "__fish_binder_using_subcommand explain" -l share -d 'Take units other jobs hold when too few are free, rather than refuse'
 complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c binder -n "__fish_binder_using_subcommand convert" -l from -d 'Whose options follow `--`' -r -f -a "ompi\t'Open MPI\'s mpirun: --map-by, --bind-to, --rank-by, --use-hwthread-cpus'
+slurm\t'Slurm\'s srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*'
+numactl\t'numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred'
+hwloc-bind\t'hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind'"
+complete -c binder -n "__fish_binder_using_subcommand convert" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

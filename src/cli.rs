@@ -304,6 +304,8 @@ pub enum Action {
     Node(NodeArgs),
     /// Explain a plan: the unit's rule, what each request matched or skipped, the dealing.
     Explain(ExplainArgs),
+    /// Print the shape for a peer tool's binding options (Open MPI, Slurm, numactl, hwloc-bind).
+    Convert(ConvertArgs),
     /// Print the man page or a shell completion script (for packagers).
     #[command(hide = true)]
     Generate {
@@ -311,6 +313,54 @@ pub enum Action {
         #[arg(value_enum)]
         what: Generate,
     },
+}
+
+/// `binder convert --from PEER -- OPTIONS...`: the shape for a peer tool's line.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  binder convert --from ompi -- --map-by socket:PE=2 --bind-to core\n  binder convert --from slurm -- --hint=nomultithread -c 4\n  binder convert --from numactl -- --cpunodebind=1 --membind=1\n  binder convert --from hwloc-bind -- core:0-3"
+)]
+pub struct ConvertArgs {
+    /// Whose options follow `--`.
+    #[arg(long, value_enum)]
+    pub from: PeerArg,
+    /// The peer's binding options (without the program).
+    #[arg(last = true, value_name = "OPTIONS", allow_hyphen_values = true)]
+    pub options: Vec<String>,
+}
+
+/// The peers `binder convert` reads.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PeerArg {
+    /// Open MPI's mpirun: --map-by, --bind-to, --rank-by, --use-hwthread-cpus.
+    Ompi,
+    /// Slurm's srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*.
+    Slurm,
+    /// numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred.
+    Numactl,
+    /// hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind.
+    HwlocBind,
+}
+
+/// `binder convert`'s answer: the shape on stdout and its notes as `#` lines after it,
+/// or one line saying why not.
+pub fn converted(args: &ConvertArgs) -> Result<String, String> {
+    use binder_plan::convert::{convert, Peer};
+    let peer = match args.from {
+        PeerArg::Ompi => Peer::Ompi,
+        PeerArg::Slurm => Peer::Slurm,
+        PeerArg::Numactl => Peer::Numactl,
+        PeerArg::HwlocBind => Peer::HwlocBind,
+    };
+    if args.options.is_empty() {
+        return Err("convert: give the options after `--`, e.g. `binder convert --from ompi -- --map-by socket --bind-to core`".into());
+    }
+    let got = convert(peer, &args.options).map_err(|e| format!("convert: {e}"))?;
+    let mut out = got.shape;
+    for note in got.notes {
+        out.push_str(&format!("# note: {note}\n"));
+    }
+    Ok(out)
 }
 
 /// Where `binder topology` reads the machine from (this host by default).

@@ -119,7 +119,7 @@ impl Config {
             }
             // main answers `generate` before a Config is built; here it prints the schema's
             // sibling, so treat it as a usage slip.
-            (Some(CliAction::Generate { .. }), _, _) => {
+            (Some(CliAction::Generate { .. } | CliAction::Convert(_)), _, _) => {
                 return Err(Error::Usage("`generate` is answered by the binder executable".into()))
             }
             (None, true, true) => Action::DryRun,

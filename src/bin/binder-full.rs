@@ -53,6 +53,19 @@ fn run_main() {
             std::process::exit(exit_code::REFUSED);
         }
     };
+    if let Some(binder::cli::Action::Convert(args)) = &cli.action {
+        use std::io::Write as _;
+        match binder::cli::converted(args) {
+            Ok(text) => {
+                let _ = std::io::stdout().write_all(text.as_bytes());
+                std::process::exit(exit_code::SUCCESS);
+            }
+            Err(why) => {
+                binder_core::text::emit(&mut std::io::stderr(), &why);
+                std::process::exit(exit_code::REFUSED);
+            }
+        }
+    }
     if let Some(binder::cli::Action::Generate { what }) = cli.action {
         use std::io::Write as _;
         let _ = std::io::stdout().write_all(&binder::cli::generated(what));

@@ -169,6 +169,10 @@ fn ompi(xml: &Path, np: usize, options: &[&str]) -> Option<Vec<Vec<usize>>> {
 }
 
 fn binder_bindings(xml: &Path, shape: &str, np: usize) -> Option<Vec<Vec<usize>>> {
+    binder_bindings_of(xml, Path::new(&format!("shapes/{shape}.yaml")), np)
+}
+
+fn binder_bindings_of(xml: &Path, shape: &Path, np: usize) -> Option<Vec<Vec<usize>>> {
     let out = binder()
         .args([
             "--dry-run",
@@ -177,7 +181,7 @@ fn binder_bindings(xml: &Path, shape: &str, np: usize) -> Option<Vec<Vec<usize>>
             "--local-size",
             &np.to_string(),
         ])
-        .arg(format!("shapes/{shape}.yaml"))
+        .arg(shape)
         .arg("--topology")
         .arg(xml)
         .output()
@@ -258,6 +262,88 @@ fn catalog_shapes_agree_with_open_mpis_mapper() {
     eprintln!("Open MPI mapper comparison: {tally:?}");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(tally.get("Same").copied().unwrap_or(0) > 150, "{tally:?}");
+}
+
+/// `binder convert --from ompi` (#46): each Open MPI line's printed shape places every
+/// rank as Open MPI's own mapper does, on every shared XML that has the objects. Only
+/// lines whose binding level is the mapping level (see the module text); `np` is the
+/// count of the mapping object and, where it differs, a small or doubled count.
+#[test]
+fn converted_open_mpi_lines_agree_with_open_mpis_mapper() {
+    let Some(shared) = shared() else { return };
+    if !require_tool("mpirun", "the Open MPI mapper comparison")
+        || !require_tool("hwloc-calc", "the Open MPI mapper comparison")
+    {
+        return;
+    }
+    // (options, the object counted for np). More ranks than objects is left out: Open
+    // MPI then fills by each object's free PUs (uneven on s390's books), binder keeps
+    // dealing round robin.
+    let lines: [(&str, &str); 5] = [
+        ("--map-by core --bind-to core", "core"),
+        (
+            "--map-by hwthread --bind-to hwthread --use-hwthread-cpus",
+            "pu",
+        ),
+        ("--map-by socket --bind-to socket", "package"),
+        ("--map-by numa --bind-to numa", "numa"),
+        ("--map-by l3cache --bind-to l3cache", "l3cache"),
+    ];
+    let dir = crate::common::scratch().join("convert-ompi");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut same = 0;
+    let mut wrong = Vec::new();
+    let mut known = 0;
+    for (i, (line, object)) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split(' ').collect();
+        let out = binder()
+            .args(["convert", "--from", "ompi", "--"])
+            .args(&words)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
+        let shape = dir.join(format!("line{i}.yaml"));
+        std::fs::write(&shape, &out.stdout).unwrap();
+        for name in all_topologies(&shared) {
+            let xml = topology(&shared, &name);
+            let n: usize = hwloc_calc_lines(&xml, &["-N", object, "all"], &[])
+                .first()
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(0);
+            if n == 0 {
+                continue;
+            }
+            // The guide's one deliberate difference: NUMA nodes with the same CPUs (KNL's
+            // DDR and MCDRAM) are one container to binder, two mapping targets to Open MPI.
+            if *object == "numa" {
+                let nodes = crate::common::hwloc_objects(&xml, "numa");
+                let sets: std::collections::BTreeSet<&Vec<usize>> = nodes.values().collect();
+                if sets.len() < nodes.len() {
+                    known += 1;
+                    continue;
+                }
+            }
+            let mut nps = vec![n, 3.min(n)];
+            nps.dedup();
+            for np in nps {
+                let theirs = ompi(&xml, np, &words);
+                let ours = binder_bindings_of(&xml, &shape, np);
+                match (&theirs, &ours) {
+                    (Some(a), Some(b)) if a == b => same += 1,
+                    (None, None) => {}
+                    _ => wrong.push(format!(
+                        "{name} -np {np} {line}: Open MPI {theirs:?}, binder {ours:?}"
+                    )),
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(same > 100, "only {same} comparisons agreed");
+    assert!(
+        known <= 2,
+        "{known} topologies with memory-only NUMA siblings"
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 #![warn(missing_docs)]
 
+pub mod convert;
 pub mod cpuset;
 pub mod distribute;
 pub mod error;

@@ -1,0 +1,144 @@
+//! Each peer's spellings against the shape a person writes by hand for them (the
+//! catalog's `cores-per-socket-cyclic.yaml` is Open MPI's `--map-by socket:PE=2`, and so
+//! on); every converted shape must also parse.
+
+use super::*;
+
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The shape's body (without the first comment), checked to parse as a shape.
+fn body(peer: Peer, line: &str) -> String {
+    let got = convert(peer, &words(line)).unwrap_or_else(|e| panic!("{line}: {e}"));
+    crate::shape::Shape::from_yaml(&got.shape, "converted")
+        .unwrap_or_else(|e| panic!("{line}: {e}\n{}", got.shape));
+    got.shape.split_once('\n').unwrap().1.to_owned()
+}
+
+const SLOT_CORE: &str =
+    "resources:\n  - type: slot\n    count: all\n    with:\n      - type: core\n        count: 1\n";
+
+#[test]
+fn open_mpi() {
+    assert_eq!(body(Peer::Ompi, "--map-by core --bind-to core"), SLOT_CORE);
+    assert_eq!(
+        body(
+            Peer::Ompi,
+            "--map-by hwthread --bind-to hwthread --use-hwthread-cpus"
+        ),
+        SLOT_CORE.replace("type: core", "type: pu")
+    );
+    // Round robin over sockets, one core each (#46's awkward row).
+    assert_eq!(
+        body(Peer::Ompi, "--map-by socket --bind-to core"),
+        "options:\n  pattern: scatter\nresources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: core\n            count: 1\n"
+    );
+    // The catalog's cores-per-socket-cyclic, and bound to the whole socket.
+    assert!(body(Peer::Ompi, "--map-by socket:PE=2").contains("type: core\n            count: 2\n"));
+    assert!(body(Peer::Ompi, "--map-by socket --bind-to socket").contains("  bind: socket\n"));
+    assert!(body(Peer::Ompi, "--map-by numa --bind-to numa").contains("  bind: numa\n"));
+    // Two per socket, packed: no scatter.
+    let ppr = body(Peer::Ompi, "--map-by ppr:2:socket --bind-to core");
+    assert!(
+        !ppr.contains("scatter") && ppr.contains("type: slot\n        count: 2\n"),
+        "{ppr}"
+    );
+    // One PU of each core; whole cores over PUs.
+    assert!(body(Peer::Ompi, "--map-by core --bind-to hwthread")
+        .contains("type: pu\n            count: 1\n"));
+    assert!(body(Peer::Ompi, "--map-by hwthread --bind-to core").contains("  bind: core\n"));
+    assert_eq!(
+        body(Peer::Ompi, "--bind-to none"),
+        "options:\n  bind: none\nresources:\n  - type: machine\n"
+    );
+    let got = convert(Peer::Ompi, &words("-np 4 --map-by core")).unwrap();
+    assert!(got.notes.iter().any(|n| n.contains("-np 4")), "{got:?}");
+    for bad in [
+        "--map-by core --rank-by socket",
+        "--map-by dist:span",
+        "--bind-to board:x --map-by foo",
+        "--mca x y",
+        "./a.out",
+        "--map-by",
+    ] {
+        assert!(convert(Peer::Ompi, &words(bad)).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn slurm() {
+    // Slurm's default within a node (block:cyclic), -c 2 CPUs = 2 PUs, bound to them.
+    assert_eq!(
+        body(Peer::Slurm, "-c 2"),
+        "options:\n  pattern: scatter\nresources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: pu\n            count: 2\n"
+    );
+    // --hint=nomultithread: k cores, one PU each; block: packed.
+    assert_eq!(
+        body(Peer::Slurm, "--hint=nomultithread -c 2 -m block:block"),
+        "resources:\n  - type: slot\n    count: all\n    with:\n      - type: core\n        count: 2\n        with:\n          - type: pu\n            count: 1\n"
+    );
+    assert!(body(Peer::Slurm, "--cpu-bind=cores -m *:block").contains("  bind: core\n"));
+    assert!(body(Peer::Slurm, "--cpu-bind=sockets").contains("  bind: socket\n"));
+    assert!(body(Peer::Slurm, "--cpu-bind=verbose,ldoms").contains("  bind: numa\n"));
+    let per_socket = body(Peer::Slurm, "--ntasks-per-socket=2 --cpu-bind=cores");
+    assert!(
+        !per_socket.contains("scatter") && per_socket.contains("count: 2"),
+        "{per_socket}"
+    );
+    for bad in [
+        "--cpu-bind=verbose,map_cpu:0,4",
+        "--cpu-bind=mask_cpu:0x3",
+        "-m block:fcyclic",
+        "-m plane=2",
+        "--exclusive",
+        "-c 0",
+    ] {
+        let e = convert(Peer::Slurm, &words(bad)).unwrap_err();
+        assert!(!e.0.is_empty(), "{bad}");
+        if bad.contains("map_cpu") {
+            assert!(e.0.contains("`map_cpu:0,4`"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn numactl_and_hwloc_bind() {
+    assert_eq!(
+        body(Peer::Numactl, "--cpunodebind=1 --membind=1"),
+        "options:\n  membind: local\nresources:\n  - type: numa\n    index: 1\n"
+    );
+    assert!(body(Peer::Numactl, "--interleave=all").contains("membind: interleave"));
+    assert!(convert(Peer::Numactl, &words("-C 0-3"))
+        .unwrap_err()
+        .0
+        .contains("hwloc-calc --pi pu:0-3"));
+    assert_eq!(
+        body(Peer::HwlocBind, "core:4-7"),
+        "resources:\n  - type: core\n    index: 4-7\n"
+    );
+    assert_eq!(
+        body(Peer::HwlocBind, "--membind socket:1"),
+        "options:\n  membind: local\nresources:\n  - type: socket\n    index: 1\n"
+    );
+    assert!(convert(Peer::HwlocBind, &words("core:0 pu:1")).is_err());
+    assert!(convert(Peer::HwlocBind, &words("core:0;rm")).is_err());
+    assert!(convert(Peer::HwlocBind, &words("")).is_err());
+    // Not a char boundary after the dash: refused, no panic.
+    assert!(convert(Peer::Slurm, &words("-é")).is_err());
+    assert!(convert(Peer::Slurm, &words("-cé")).is_err());
+}
+
+#[test]
+fn a_hostile_word_never_reaches_the_yaml() {
+    let line = vec![
+        "--map-by".to_owned(),
+        "core".to_owned(),
+        "-np".to_owned(),
+        "4\nresources: []".to_owned(),
+    ];
+    let got = convert(Peer::Ompi, &line).unwrap();
+    assert_eq!(got.shape.lines().next().unwrap().matches('#').count(), 1);
+    assert!(!got.shape.contains("\nresources: []"), "{}", got.shape);
+    crate::shape::Shape::from_yaml(&got.shape, "t").unwrap();
+}
