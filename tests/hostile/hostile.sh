@@ -383,7 +383,9 @@ pidns)
   # alice launches in a PID namespace with its own /proc (a container) while bob's job,
   # outside it, holds CPU 0: she is told once that she cannot see it, and goes around it.
   run bob bob 6
-  WRAP=(unshare --pid --fork --mount-proc)
+  # (`--mount-proc` would change /'s propagation, which fails in a chroot: this mounts
+  # the namespace's /proc itself, on the mount this script already made private.)
+  WRAP=(unshare --pid --fork --mount --propagation unchanged sh -c 'mount -t proc proc /proc && exec "$@"' sh)
   run alice alice
   WRAP=()
   ;;
