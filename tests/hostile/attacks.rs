@@ -380,17 +380,26 @@ fn hidden_proc_is_said_and_steered_around() {
     }
 }
 
+/// A two-CPU scenario whose runs tagged `bob` and `alice` both ran, on different CPUs.
+fn alice_beside_bob(name: &str) -> Option<(String, String)> {
+    let (out, err) = two_cpu_scenario(name)?;
+    let bob = cpus_of(&out, &err, "bob", "bob");
+    let alice = cpus_of(&out, &err, "alice", "alice");
+    assert!(
+        alice.is_disjoint(&bob),
+        "{name}: alice on bob's CPU:\n{out}\n{err}"
+    );
+    Some((out, err))
+}
+
 /// SEMANTICS §13.3: where `/proc` hides other users' processes, a file of mallory's
 /// (for a PID that does not exist, or for an unbound process of hers) never steers alice
 /// onto bob's CPU: the kernel still says where a PID runs.
 #[test]
 fn hidden_proc_forged_claims_do_not_send_alice_to_bob() {
-    let Some((out, err)) = two_cpu_scenario("hidepid-forged") else {
+    let Some((_, err)) = alice_beside_bob("hidepid-forged") else {
         return;
     };
-    let bob = cpus_of(&out, &err, "bob", "bob");
-    let alice = cpus_of(&out, &err, "alice", "alice");
-    assert!(alice.is_disjoint(&bob), "alice on bob's CPU:\n{out}\n{err}");
     // Said once by each of the two launches.
     let said = err
         .lines()
@@ -403,12 +412,9 @@ fn hidden_proc_forged_claims_do_not_send_alice_to_bob() {
 /// task outside; she is told so once and goes around what his entry says.
 #[test]
 fn a_pid_namespace_is_said_once_and_steered_around() {
-    let Some((out, err)) = two_cpu_scenario("pidns") else {
+    let Some((_, err)) = alice_beside_bob("pidns") else {
         return;
     };
-    let bob = cpus_of(&out, &err, "bob", "bob");
-    let alice = cpus_of(&out, &err, "alice", "alice");
-    assert!(alice.is_disjoint(&bob), "alice on bob's CPU:\n{out}\n{err}");
     // By alice's launch alone (bob's runs where everyone does), once.
     let said = err.lines().filter(|l| l.contains("PID namespace")).count();
     assert_eq!(said, 1, "said once:\n{err}");

@@ -185,9 +185,10 @@ pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed:
 
 /// Adds to `scan` the user's own bound tasks of other jobs, as the kernel shows them,
 /// for a launch that cannot use the ledger or uses a fallback directory (SEMANTICS
-/// §13.3: a user's own jobs are always found): every process of `me` bound to less than every CPU, but this task and its
-/// ancestors (its envelope), a launch still settling (`SETTLING`: maybe a rank of this
-/// very job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
+/// §13.3: a user's own jobs are always found): every process of `me` bound to less
+/// than every CPU, but this task and its ancestors (its envelope), the processes the
+/// ledger already holds, a launch still settling (`SETTLING`: maybe a rank of this very
+/// job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
 /// sets at exec). Root's bound processes are the system's (per-CPU kernel threads,
 /// pinned daemons): for root only binder's tasks of other jobs count.
 pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {

@@ -137,6 +137,7 @@ impl Ledger {
         } else {
             Some(KernelView::claimed(procs, scan.me))
         };
+        let ns = procs.pid_ns();
         let mut reading = Reading {
             procs,
             me: self.uid(),
@@ -145,8 +146,8 @@ impl Ledger {
             live: None,
             seen: BTreeSet::new(),
             steered: 0,
-            ns: procs.pid_ns(),
-            nested: ![0, crate::procfs::INIT_PID_NS].contains(&procs.pid_ns()),
+            ns,
+            nested: ![0, crate::procfs::INIT_PID_NS].contains(&ns),
             everywhere: None,
         };
         self.read_dirs(&mut listing, names, &mut reading, scan);
@@ -321,8 +322,11 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
             Err(why) if (hidden || nested) && reading.steered < MAX_STEER => {
                 reading.steered += 1;
                 match read().and_then(|t| parse_claim(&t, (pid, start))) {
-                    Ok(claim) => unseen(reading, &claim, hidden, scan)
-                        .unwrap_or_else(|| scan.ignore(&shown, Some(owner), why)),
+                    Ok(claim) => {
+                        if !unseen(reading, &claim, hidden, scan) {
+                            scan.ignore(&shown, Some(owner), why);
+                        }
+                    }
                     Err(why) => scan.ignore(&shown, Some(owner), why),
                 }
             }
@@ -339,21 +343,21 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
 /// - numbered in another PID namespace (this launch's container, or the claim's): it
 ///   cannot be addressed, so its word steers; a launch in a container says so once.
 ///
-/// `None`: it counts for nothing (numbered here, and this `/proc` shows everything).
-fn unseen(
-    reading: &mut Reading<'_>,
-    claim: &super::Claim,
-    hidden: bool,
-    scan: &mut Scan,
-) -> Option<()> {
+/// `false`: it counts for nothing (numbered here, and this `/proc` shows everything, or
+/// the kernel has no such process).
+fn unseen(reading: &mut Reading<'_>, claim: &super::Claim, hidden: bool, scan: &mut Scan) -> bool {
     // A claim that does not say (binder always says: a hand-written one) is checked as
     // this namespace's: the kernel, not its word, then decides.
     let here = claim.pidns == 0 || claim.pidns == reading.ns;
     if here {
-        if !hidden {
-            return None;
-        }
-        let allowed = reading.procs.affinity_of(claim.pid)?;
+        let allowed = if hidden {
+            reading.procs.affinity_of(claim.pid)
+        } else {
+            None
+        };
+        let Some(allowed) = allowed else {
+            return false;
+        };
         let procs = reading.procs;
         let everywhere = reading.everywhere.get_or_insert_with(|| procs.everywhere());
         let bound = kernel::bound_cpus(everywhere.as_deref(), &[allowed]);
@@ -363,7 +367,7 @@ fn unseen(
             scan.hold(&bound);
             scan.steer(&[], &claim.gpus);
         }
-        return Some(());
+        return true;
     }
     if reading.nested && scan.hidden.is_none() {
         scan.hidden = Some(
@@ -372,5 +376,5 @@ fn unseen(
         );
     }
     scan.steer(&claim.cpus, &claim.gpus);
-    Some(())
+    true
 }

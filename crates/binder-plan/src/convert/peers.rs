@@ -179,7 +179,10 @@ pub(super) fn ompi(words: &[String], notes: &mut Vec<String>) -> Result<Want, Co
         "hwthread" => {}
         "core" if want.unit == "pu" => want.bind = Some("core"),
         "core" => {}
-        "board" => want.bind = Some("none"),
+        "board" => {
+            want.bind = Some("none");
+            notes.push("`--bind-to board` binds to the whole node: converted as `bind: none` (the task keeps the job's CPUs)".into());
+        }
         other => match container(other) {
             Some(kind) => want.bind = Some(kind),
             None => return refuse(format!("`--bind-to {other}`: binder converts none, hwthread, core, l2cache, l3cache, numa, socket/package")),
@@ -277,11 +280,8 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
                 notes.push("no --distribution: Slurm's default within a node is block:cyclic, tasks round robin over sockets".into());
             }
         }
-        None | Some("cyclic") | Some("*") | Some("block") => {
-            if second.as_deref() == Some("block") {
-                want.over = want.per_container.map(|_| "socket");
-            }
-        }
+        // block, or cyclic with `--ntasks-per-socket` already dealing per socket.
+        None | Some("cyclic") | Some("*") | Some("block") => {}
         Some("fcyclic") => return refuse("`fcyclic` gives each CPU of a task from the next socket in turn; a shape gives a task its units together: use `cyclic` (tasks round robin over sockets)"),
         Some(other) => return refuse(format!("`{other}`: binder converts the block, cyclic and fcyclic levels")),
     }
