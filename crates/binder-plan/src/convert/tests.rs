@@ -142,3 +142,31 @@ fn a_hostile_word_never_reaches_the_yaml() {
     assert!(!got.shape.contains("\nresources: []"), "{}", got.shape);
     crate::shape::Shape::from_yaml(&got.shape, "t").unwrap();
 }
+
+/// The catalog's shapes for the peer spellings people ask for are what `convert` prints
+/// for them: one truth for the guide's table and the catalog. (Open MPI's mapper checks
+/// only lines that bind at the mapping level, see `tests/integration/openmpi.rs`; these
+/// bind narrower, so the catalog snapshots were checked by hand: on skylake, rank 1 of
+/// `socket-round-robin-core` is core L#18, the first of package 1.)
+#[test]
+fn the_catalogs_peer_shapes_are_the_conversions() {
+    let catalog = |text: &str| text.splitn(3, '\n').nth(2).unwrap().to_owned();
+    assert_eq!(
+        body(Peer::Ompi, "--map-by socket --bind-to core"),
+        catalog(include_str!(
+            "../../../../shapes/socket-round-robin-core.yaml"
+        ))
+    );
+    assert_eq!(
+        body(Peer::Ompi, "--map-by core --bind-to hwthread"),
+        catalog(include_str!("../../../../shapes/cores-nomultithread.yaml"))
+    );
+    assert_eq!(
+        body(Peer::Slurm, "--hint=nomultithread -m block:block"),
+        catalog(include_str!("../../../../shapes/cores-nomultithread.yaml"))
+    );
+    assert_eq!(
+        body(Peer::Ompi, "--map-by core:PE=2 --bind-to core"),
+        catalog(include_str!("../../../../shapes/cores-2-per-task.yaml"))
+    );
+}
