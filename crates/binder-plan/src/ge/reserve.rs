@@ -82,8 +82,38 @@ fn same(node: Letter, want: Letter) -> bool {
     node == want || (want == Letter::C && node == Letter::E)
 }
 
-/// The threads (tree indices) one entry names.
+/// The threads (tree indices) one entry names. An entry may be a comma list, as
+/// `--cpu-bind`-style habits write it: `core:0,core:2`, `core:0,2,4-5` (a bare index or
+/// range repeats the previous location's last type: `package:1.core:0,2` is
+/// `package:1.core:0` and `package:1.core:2`).
 pub(crate) fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
+    if !entry.contains(',') {
+        return resolve_one(tree, entry);
+    }
+    let mut pieces: Vec<String> = Vec::new();
+    for piece in entry.split(',').map(str::trim) {
+        let index = !piece.is_empty() && piece.chars().all(|c| c.is_ascii_digit() || c == '-');
+        let prefix = pieces
+            .last()
+            .and_then(|last| last.rfind(':').map(|at| last[..=at].to_owned()));
+        match prefix {
+            Some(prefix) if index => pieces.push(format!("{prefix}{piece}")),
+            _ => pieces.push(piece.to_owned()),
+        }
+    }
+    let mut out = Vec::new();
+    for piece in pieces {
+        for t in resolve_one(tree, &piece)? {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`resolve`] for one location.
+fn resolve_one(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
     let bad = |why: String| GeError::Reserve {
         what: binder_core::text::clip(entry, binder_core::text::QUOTE_MAX),
         why,
@@ -221,6 +251,15 @@ mod tests {
             "SCTTCTTSCTTctt"
         );
         assert_eq!(reserved("SCTTCTTSCTTCTT", &["pu:0-1"]), "ScttCTTSCTTCTT");
+        // Comma lists (#46): locations, and bare indexes after one (a socket whose every
+        // core is reserved is written in lowercase too).
+        assert_eq!(reserved("SCCCCSCCCC", &["core:0,core:5"]), "ScCCCSCcCC");
+        assert_eq!(reserved("SCCCCSCCCC", &["core:0,2-3"]), "ScCccSCCCC");
+        assert_eq!(
+            reserved("SCTTCTTSCTTCTT", &["package:1.core:0,1"]),
+            "SCTTCTTscttctt"
+        );
+        assert_eq!(reserved("SCCCCSCCCC", &["first-core,core:7"]), "ScCCCSCCCc");
         assert_eq!(reserved("SCTTCTTSCTTCTT", &["core:3"]), "SCTTCTTSCTTctt");
         assert_eq!(reserved("NSXCCNSXCC", &["numa:1"]), "NSXCCnsxcc");
     }
@@ -234,6 +273,9 @@ mod tests {
             ("group:0", "not group"),
             ("core", "write `first-core`"),
             ("core:2-1", "not an index"),
+            ("core:0,,1", "write `first-core`"),
+            ("3,core:0", "write `first-core`"),
+            ("core:0,core:9", "no core:9"),
         ] {
             let m = resolve(&t, e).unwrap_err().to_string();
             assert!(m.contains(why), "{e}: {m}");
