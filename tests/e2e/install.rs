@@ -2,7 +2,8 @@
 //! would, from outside the clone: the installed `binder` finds its installed catalog by
 //! name, Slurm loads the SPANK plugin through the installed `plugstack.conf.d` file, and
 //! Flux's job shell loads the Flux plugin through the installed `lua.d` file; each binds
-//! a task as the dry-run says.
+//! a task as the dry-run says. The same test checks the `.deb` installed on the machine
+//! (`BINDER_TEST_INSTALLED=/`, from `.ci/package`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,11 +49,33 @@ fn bound_as_promised(out: &std::process::Output) {
     assert_eq!(stdout.trim(), format!("{}|{}", one[&0], one[&0]));
 }
 
+/// Where the files under test are: `BINDER_TEST_INSTALLED=/` names a package installed
+/// on this machine (the `.deb` that `.ci/package` builds and installs: `/usr`, `/etc`);
+/// otherwise `make install` into a fresh prefix. The prefix and its `etc`.
+fn installed() -> Option<(PathBuf, PathBuf, bool)> {
+    match std::env::var("BINDER_TEST_INSTALLED") {
+        Ok(root) if !root.is_empty() => {
+            let root = PathBuf::from(root);
+            Some((root.join("usr"), root.join("etc"), false))
+        }
+        _ => {
+            let prefix = common::scratch().join(format!("prefix-{}", std::process::id()));
+            install(&prefix).then(|| (prefix.clone(), prefix.join("etc"), true))
+        }
+    }
+}
+
 #[test]
 fn make_install_then_both_plugins_from_the_installed_files() {
-    let prefix: PathBuf = common::scratch().join(format!("prefix-{}", std::process::id()));
-    if !install(&prefix) {
+    let Some((prefix, etc, made)) = installed() else {
         return;
+    };
+    for file in [
+        "etc/slurm/plugstack.conf.d/binder.conf",
+        "etc/flux/shell/lua.d/binder.lua",
+    ] {
+        let file = etc.join(file.strip_prefix("etc/").unwrap());
+        assert!(file.is_file(), "the install left out {}", file.display());
     }
     for file in [
         "bin/binder",
@@ -65,8 +88,6 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         "share/fish/vendor_completions.d/binder.fish",
         "lib/binder/libbinder_spank.so",
         "lib/binder/libbinder_flux.so",
-        "etc/slurm/plugstack.conf.d/binder.conf",
-        "etc/flux/shell/lua.d/binder.lua",
     ] {
         assert!(prefix.join(file).is_file(), "make install left out {file}");
     }
@@ -99,7 +120,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
     // Slurm with the installed include, as a site's plugstack.conf would have it.
     let include = format!(
         "include {}",
-        prefix.join("etc/slurm/plugstack.conf.d/*.conf").display()
+        etc.join("slurm/plugstack.conf.d/*.conf").display()
     );
     if let Some(slurm) = Slurm::start_with(&[("E2E_PLUGSTACK", include)]) {
         let ledger = common::private_ledger();
@@ -125,7 +146,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         flux.is_file().then_some(flux)
     };
     if common::prerequisite(flux.is_some(), "flux") {
-        let rc = prefix.join("etc/flux/shell/lua.d/binder.lua");
+        let rc = etc.join("flux/shell/lua.d/binder.lua");
         // The whole node's cores for the one task, as the dry-run of one task assumes.
         let cores = format!(
             "-c{}",
@@ -154,5 +175,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         let out = cmd.output().unwrap();
         bound_as_promised(&out);
     }
-    let _ = std::fs::remove_dir_all(&prefix);
+    if made {
+        let _ = std::fs::remove_dir_all(&prefix);
+    }
 }
