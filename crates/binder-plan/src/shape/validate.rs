@@ -124,7 +124,12 @@ pub(crate) fn prescan(text: &str) -> Result<(), ((usize, usize), String)> {
     let (mut depth, mut quote, mut comment) = (0usize, None, false);
     let (mut line, mut col) = (1, 0);
     let mut prev = ' ';
+    let mut escaped = false;
+    // Whether the character before opened a flow collection (so a node starts here).
+    let mut opened = false;
     for c in text.chars() {
+        let starts = opened || prev.is_whitespace() || ",:-?".contains(prev);
+        opened = false;
         col += 1;
         if c == '\n' {
             // Quoted scalars may span lines, so `quote` carries over; comments end here.
@@ -134,11 +139,21 @@ pub(crate) fn prescan(text: &str) -> Result<(), ((usize, usize), String)> {
         }
         match (quote, c) {
             _ if comment => {}
+            // A backslash escapes the next character in a double-quoted scalar (`\"`
+            // does not end it: the serializer writes quotes in a string so).
+            _ if escaped => escaped = false,
+            (Some('"'), '\\') => escaped = true,
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
+            // A quote opens a scalar only where one starts (`it's` is a plain word).
+            (None, '"' | '\'') if starts => {
+                quote = Some(c);
+            }
             (None, '#') if prev.is_whitespace() => comment = true,
-            (None, '[' | '{') => {
+            // A bracket opens a flow collection only where a node starts (`a{b` is a
+            // plain word), as the quotes above.
+            (None, '[' | '{') if starts => {
+                opened = true;
                 depth += 1;
                 if depth > MAX_DEPTH {
                     return Err((
