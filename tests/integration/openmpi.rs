@@ -326,8 +326,17 @@ fn converted_open_mpi_lines_agree_with_open_mpis_mapper() {
             let mut nps = vec![n, 3.min(n)];
             nps.dedup();
             for np in nps {
-                let theirs = ompi(&xml, np, &words);
                 let ours = binder_bindings_of(&xml, &shape, np);
+                let mut theirs = ompi(&xml, np, &words);
+                // mpirun beside the other mpirun tests now and then prints no map at all
+                // (seen once in a full CI run, on a line that maps every other time): a
+                // placement binder makes is asked of Open MPI twice more before it counts.
+                for _ in 0..2 {
+                    if theirs.is_some() || ours.is_none() {
+                        break;
+                    }
+                    theirs = ompi(&xml, np, &words);
+                }
                 match (&theirs, &ours) {
                     (Some(a), Some(b)) if a == b => same += 1,
                     (None, None) => {}
