@@ -3,7 +3,7 @@
 //! This stage owns parsing and every check that can point at a line and column. It knows
 //! nothing about the machine: whether a shape fits a node is decided by `select` and
 //! `distribute`. Layout: `model` (the structs), `keywords` (enums and their spellings),
-//! `count`, `rules` (whole-tree checks), `validate` (pre-scan and message rewriting),
+//! `count`, `rules` (whole-tree checks), `prescan` (the raw text's depth and characters), `validate` (message rewriting),
 //! `schema`, `error`.
 
 mod count;
@@ -12,6 +12,7 @@ mod index;
 mod keywords;
 mod model;
 mod per_rank;
+mod prescan;
 pub mod ranks;
 mod resource;
 mod rules;
@@ -55,7 +56,7 @@ impl Shape {
                 ),
             });
         }
-        validate::prescan(text).map_err(|(location, message)| ShapeError::Invalid {
+        prescan::prescan(text).map_err(|(location, message)| ShapeError::Invalid {
             origin: origin.to_owned(),
             location: Some(location),
             message,
@@ -70,7 +71,13 @@ impl Shape {
             let message = if full.contains("EOF while parsing") {
                 "the shape is empty; it needs at least a `resources` list".to_owned()
             } else {
-                validate::explain_serde_message(&full)
+                // Type names for `- core: 2` (the README's prose shorthand): passed in,
+                // so that `validate` does not import the keywords that import it.
+                let types: Vec<&str> = <ObjType as validate::Keyword>::SPELLINGS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect();
+                validate::explain_serde_message(&full, &types)
             };
             ShapeError::Invalid {
                 origin: origin.to_owned(),

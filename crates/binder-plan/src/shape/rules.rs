@@ -46,6 +46,19 @@ impl Shape {
         if self.resources.is_empty() && self.options.ge.is_none() {
             return Err("the shape has no `resources`; list at least one item, for example `- type: core`, or give a Grid Engine request in `options.ge`".to_owned());
         }
+        // A qsub request and a reserved location are one line of words; a line break or
+        // control character there is a mistake (a `|` block, a pasted script), never
+        // part of the request.
+        let broken = |s: &str| {
+            s.chars()
+                .any(|c| c.is_control() && c != '\t' || matches!(c, '\u{2028}' | '\u{2029}'))
+        };
+        if self.options.ge.as_deref().is_some_and(broken) {
+            return Err("`options.ge` holds a line break or control character; write the Grid Engine request on one line, as qsub takes it".to_owned());
+        }
+        if self.options.reserve.iter().any(|r| broken(r)) {
+            return Err("`options.reserve` holds a line break or control character; write each location on one line, for example `core:0`".to_owned());
+        }
         if let Some(item) = self
             .items()
             .into_iter()

@@ -75,105 +75,11 @@ fn backticked(names: &[&str]) -> String {
         .join(", ")
 }
 
-/// How deep a shape may nest (flow brackets, block indentation or `- - -` on one line).
-/// The catalog's deepest shape nests 6 levels; the YAML parser would otherwise spend tens
-/// of seconds on 100,000 levels before its own recursion limit refuses them.
-pub(crate) const MAX_DEPTH: usize = 32;
-
-/// Checks the raw text for what the YAML parser reports badly or slowly: control
-/// characters (located exactly), tabs in indentation (YAML forbids them), and nesting
-/// deeper than [`MAX_DEPTH`]. Returns the 1-based line and column with the message.
-pub(crate) fn prescan(text: &str) -> Result<(), ((usize, usize), String)> {
-    for (l, line) in text.split('\n').enumerate() {
-        let at = |col: usize| (l + 1, col + 1);
-        if let Some((col, c)) = line
-            .chars()
-            .enumerate()
-            .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\r'))
-        {
-            return Err((
-                at(col),
-                format!(
-                    "control character U+{:04X}; a shape is plain text",
-                    u32::from(c)
-                ),
-            ));
-        }
-        let indent: String = line
-            .chars()
-            .take_while(|c| *c == ' ' || *c == '\t')
-            .collect();
-        if let Some(col) = indent.find('\t') {
-            return Err((
-                at(col),
-                "a tab in the indentation; YAML indents with spaces only".into(),
-            ));
-        }
-        let dashes = line
-            .trim_start()
-            .split("- ")
-            .take_while(|p| p.is_empty())
-            .count();
-        if indent.len() / 2 + dashes > 4 * MAX_DEPTH {
-            return Err((
-                at(indent.len()),
-                format!("nested deeper than {MAX_DEPTH} levels; a shape needs a handful"),
-            ));
-        }
-    }
-    let (mut depth, mut quote, mut comment) = (0usize, None, false);
-    let (mut line, mut col) = (1, 0);
-    let mut prev = ' ';
-    let mut escaped = false;
-    // Whether the character before opened a flow collection (so a node starts here).
-    let mut opened = false;
-    for c in text.chars() {
-        let starts = opened || prev.is_whitespace() || ",:-?".contains(prev);
-        opened = false;
-        col += 1;
-        if c == '\n' {
-            // Quoted scalars may span lines, so `quote` carries over; comments end here.
-            (line, col, comment) = (line + 1, 0, false);
-            prev = c;
-            continue;
-        }
-        match (quote, c) {
-            _ if comment => {}
-            // A backslash escapes the next character in a double-quoted scalar (`\"`
-            // does not end it: the serializer writes quotes in a string so).
-            _ if escaped => escaped = false,
-            (Some('"'), '\\') => escaped = true,
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            // A quote opens a scalar only where one starts (`it's` is a plain word).
-            (None, '"' | '\'') if starts => {
-                quote = Some(c);
-            }
-            (None, '#') if prev.is_whitespace() => comment = true,
-            // A bracket opens a flow collection only where a node starts (`a{b` is a
-            // plain word), as the quotes above.
-            (None, '[' | '{') if starts => {
-                opened = true;
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return Err((
-                        (line, col),
-                        format!("nested deeper than {MAX_DEPTH} levels; a shape needs a handful"),
-                    ));
-                }
-            }
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        prev = c;
-    }
-    Ok(())
-}
-
 /// Rewrites serde's and the YAML parser's messages into ones that say what to change:
 /// a misspelt key (`patern`) gets a suggestion as a misspelt type does, and a position
-/// the parser repeats inside its text is dropped (the caller prints it in front).
-pub(crate) fn explain_serde_message(message: &str) -> String {
+/// the parser repeats inside its text is dropped (the caller prints it in front); an
+/// unknown key that is one of `type_names` is the `- core: 2` shorthand.
+pub(crate) fn explain_serde_message(message: &str, type_names: &[&str]) -> String {
     let message = strip_positions(message)
         .replace("invalid type: unit value", "invalid type: null")
         .replace("invalid type: map,", "invalid type: mapping,");
@@ -214,9 +120,9 @@ pub(crate) fn explain_serde_message(message: &str) -> String {
         .collect();
     let field_shown = clip(field, binder_core::text::QUOTE_MAX);
     // `- core: 2` is the README's shorthand in prose, not the format: say how to write it.
-    let is_type = <crate::shape::ObjType as Keyword>::SPELLINGS
+    let is_type = type_names
         .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case(field));
+        .any(|name| name.eq_ignore_ascii_case(field));
     if is_type && names.contains(&"type") {
         return format!(
             "{prefix}unknown key `{field_shown}`: an item is written `- type: {}` with `count: N`, not `- {}: N`",

@@ -1,0 +1,84 @@
+use super::*;
+use crate::shape::Shape;
+
+/// Every shape the parser accepts is written and read again unchanged (the fuzzer's
+/// property, here for its committed finds).
+fn round_trips(text: &str) {
+    if let Ok(shape) = Shape::from_yaml(text, "f.yaml") {
+        let again = yaml_serde::to_string(&shape).unwrap();
+        assert_eq!(
+            Shape::from_yaml(&again, "again.yaml").unwrap(),
+            shape,
+            "{again}"
+        );
+    }
+}
+
+/// The depth prescan reads quotes and brackets as YAML does (found by the fuzzer: a `ge`
+/// string whose serialized form escapes a `"` and holds 33 `{` failed to parse again).
+#[test]
+fn counts_only_flow_brackets() {
+    let braces = "{".repeat(40);
+    // Inside a double-quoted scalar, past an escaped quote: not nesting.
+    assert!(prescan(&format!(
+        "options: {{ge: \"a\\\"{braces}\"}}\nresources: [{{type: core}}]"
+    ))
+    .is_ok());
+    // Inside a single-quoted scalar, past a `''`: not nesting.
+    assert!(prescan(&format!("options: {{ge: 'it''s {braces}'}}\n")).is_ok());
+    // A quoted scalar that goes on over lines (the serializer folds long ones).
+    assert!(prescan(&format!(
+        "options:\n  ge: 'a\n    {braces}'\nresources: []\n"
+    ))
+    .is_ok());
+    // In a plain word (`a{`, `it's {`), not nesting either.
+    assert!(prescan(&format!("options:\n  ge: a{braces}\n")).is_ok());
+    assert!(prescan(&format!("options:\n  ge: it's a{braces}\n")).is_ok());
+    // In a comment.
+    assert!(prescan(&format!("resources: # {braces}\n  - type: core\n")).is_ok());
+    // Real flow nesting still refused, with or without spaces, after a comment line.
+    assert!(prescan(&"[".repeat(40)).is_err());
+    assert!(prescan(&"[ ".repeat(40)).is_err());
+    assert!(prescan(&format!("# a\nresources: {}", "{a: ".repeat(40))).is_err());
+    round_trips(include_str!(
+        "../../../../../fuzz/corpus/shape/serialized-escaped-quote-in-ge"
+    ));
+}
+
+/// The lines of a block scalar (`|`, `>`, with indicators) are text; the first line back
+/// at the opening line's indentation is structure again (found by the fuzzer: a `ge`
+/// string with line breaks is written as a `|2+` block holding 40 `{`).
+#[test]
+fn block_scalars_are_text() {
+    let braces = "{".repeat(40);
+    for indicator in ["|", ">", "|2+", ">-", "|  # text follows"] {
+        let text = format!("options:\n  ge: {indicator}\n    {braces}\n\n    {braces}\n");
+        assert!(prescan(&text).is_ok(), "{text}");
+        // Back at the key's indentation, a bracket nests again.
+        let text = format!("{text}  x: {braces}\n");
+        // `  x: ` is 5 columns; the 33rd `{` is column 38.
+        assert_eq!(prescan(&text).unwrap_err().0, (6, 38), "{text}");
+    }
+    // Deep indentation inside a block is text too.
+    assert!(prescan(&format!("a: |\n{}x\n", " ".repeat(600))).is_ok());
+    assert!(prescan(&format!("a:\n{}x\n", " ".repeat(600))).is_err());
+    // `|` inside a flow collection or a word opens no block.
+    assert!(prescan(&format!("a: [|\n  {braces}]\n")).is_err());
+    assert!(prescan(&format!("a: b|\n  {braces}\n")).is_err());
+    round_trips(include_str!(
+        "../../../../../fuzz/corpus/shape/serialized-multiline-single-quoted-ge"
+    ));
+}
+
+/// Line numbers count `\r`, `\r\n` and `\n` as the YAML parser does; a separator the
+/// parser also breaks at (U+2028) is refused where it stands.
+#[test]
+fn lines_break_as_yaml_does() {
+    assert_eq!(
+        lines("a\r\nb\rc\nd").collect::<Vec<_>>(),
+        ["a", "b", "c", "d"]
+    );
+    assert_eq!(prescan("a: 1\r\nb: \u{1}").unwrap_err().0, (2, 4));
+    assert_eq!(prescan("a: 1\rb: \u{2028}").unwrap_err().0, (2, 4));
+    assert_eq!(prescan("a: 1\r\n\tb: 2").unwrap_err().0, (2, 1));
+}
