@@ -413,3 +413,81 @@ fn per_rank_rules_plan_around_each_other() {
         "{e}"
     );
 }
+
+/// `os_index:` names what the kernel numbers so (hwloc-calc's `--pi`, lstopo's `P#`) on
+/// every shared topology: a task asking for `pu`, `numa` or `package` P#N gets exactly
+/// hwloc-calc's CPUs of that object, and an object without allowed CPUs (an offline
+/// node, memory without cores) is refused as not there.
+#[test]
+fn os_index_names_the_kernels_numbers_as_hwloc_calc_does() {
+    let Some(shared) = shared() else { return };
+    if !require_tool("hwloc-calc", "the os_index sweep") {
+        return;
+    }
+    let (mut checked, mut absent) = (0, 0);
+    for name in all_topologies(&shared) {
+        let xml = xml_path(&shared, &name);
+        let topo = binder_host::load(&Source::Xml(xml.clone()), false).expect("loads");
+        for kind in ["pu", "numa", "package"] {
+            let numbers: Vec<usize> = hwloc_calc_lines(&xml, &["--po", "-I", kind, "all"], &[])
+                .first()
+                .map(|l| l.split(',').filter_map(|x| x.parse().ok()).collect())
+                .unwrap_or_default();
+            // Numbers up to one past the last that hwloc-calc does not list (no object, or
+            // one without allowed CPUs) must be refused.
+            let last = numbers.iter().max().map_or(0, |m| m + 1);
+            for n in (0..=last).filter(|n| !numbers.contains(n)) {
+                let text = format!("resources:\n  - type: {kind}\n    os_index: {n}\n");
+                let shape = Shape::from_yaml(&text, "os.yaml").unwrap();
+                let e = binder_plan::plan(&binder_plan::PlanRequest::new(&shape, &topo, 1))
+                    .map(|_| ())
+                    .expect_err(&format!("{name} {kind} P#{n} is not listed by hwloc-calc"));
+                assert!(
+                    e.to_string()
+                        .contains(&format!("{kind} P#{n} is not there")),
+                    "{e}"
+                );
+                absent += 1;
+            }
+            // Every NUMA node and package; the first, last and a few PUs between.
+            let picked: Vec<usize> = if kind == "pu" {
+                let step = (numbers.len() / 6).max(1);
+                let mut p: Vec<usize> = numbers.iter().copied().step_by(step).collect();
+                p.extend(numbers.last());
+                p
+            } else {
+                numbers
+            };
+            let lines: Vec<String> = picked.iter().map(|n| format!("{kind}:{n}")).collect();
+            let masks = hwloc_calc_lines(&xml, &["--pi"], &lines);
+            for (n, m) in picked.iter().zip(masks) {
+                let want = parse_hwloc_mask(&m);
+                let text = format!("resources:\n  - type: {kind}\n    os_index: {n}\n");
+                let shape = Shape::from_yaml(&text, "os.yaml").unwrap();
+                let got = binder_plan::plan(&binder_plan::PlanRequest::new(&shape, &topo, 1));
+                match got {
+                    Ok(plan) => {
+                        assert_eq!(cpus(&plan, 0), want, "{name} {kind} P#{n}");
+                        checked += 1;
+                    }
+                    Err(e) => {
+                        assert!(want.is_empty(), "{name} {kind} P#{n}: {e}");
+                        assert!(
+                            e.to_string()
+                                .contains(&format!("{kind} P#{n} is not there")),
+                            "{name}: {e}"
+                        );
+                        absent += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Hand count: 35 topologies, each with at least one of every kind; xeon-2s-offline's
+    // node 0 has no online CPU.
+    assert!(checked > 35 * 3, "{checked} checked, {absent} absent");
+    assert!(
+        absent >= 1,
+        "the offline node of xeon-2s-offline-cpu0-node0 is refused"
+    );
+}

@@ -108,6 +108,11 @@ pub(crate) struct Want {
     /// Every task's objects named outright (`hwloc-bind core:0-3`, `numactl -N 1`):
     /// the type and its logical index list.
     pub fixed: Option<(&'static str, String)>,
+    /// Whether `fixed` names objects by the kernel's numbers (`os_index:`).
+    pub fixed_os: bool,
+    /// Each task's own objects by the kernel's numbers, in rank order (Slurm's
+    /// `map_cpu`/`mask_cpu`): the type and its list, written as `ranks:` rules.
+    pub per_rank: Vec<(&'static str, String)>,
 }
 
 impl Default for Want {
@@ -121,6 +126,8 @@ impl Default for Want {
             bind: None,
             membind: None,
             fixed: None,
+            fixed_os: false,
+            per_rank: Vec::new(),
         }
     }
 }
@@ -157,8 +164,21 @@ impl Want {
             out.push_str("  - type: machine\n");
             return out;
         }
+        if !self.per_rank.is_empty() {
+            out.push_str(&format!("  - type: {}\nranks:\n", self.unit));
+            for (rank, (kind, list)) in self.per_rank.iter().enumerate() {
+                out.push_str(&format!(
+                    "  {rank}:\n    resources:\n      - type: {kind}\n        os_index: {list}\n"
+                ));
+            }
+            return out;
+        }
         if let Some((kind, index)) = &self.fixed {
-            let pick = if index == "all" { "count" } else { "index" };
+            let pick = match (index.as_str(), self.fixed_os) {
+                ("all", _) => "count",
+                (_, true) => "os_index",
+                (_, false) => "index",
+            };
             out.push_str(&format!("  - type: {kind}\n    {pick}: {index}\n"));
             return out;
         }

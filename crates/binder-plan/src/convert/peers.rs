@@ -266,6 +266,27 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
             _ => return refuse(format!("`{opt}` is not a Slurm binding option binder converts (it reads --cpu-bind, --distribution, -c, --hint, --ntasks-per-core, --ntasks-per-socket, --threads-per-core)")),
         }
     }
+    // A map or mask list runs to the end of the value (its commas are the list's); it
+    // names each task's CPUs, so the dealing options below do not apply.
+    if let Some(bind) = &cpu_bind {
+        if let Some(at) = ["map_", "mask_"].iter().filter_map(|k| bind.find(k)).min() {
+            want.per_rank = slurm_map(&bind[at..])?;
+            want.unit = if want.per_rank[0].0 == "numa" {
+                "numa"
+            } else {
+                "pu"
+            };
+            notes.push(format!("ranks past the list's {} get the rest of the node, a {} each; Slurm gives them the list again from its start", want.per_rank.len(), want.unit));
+            if cpus > 1 || second.is_some() {
+                notes.push(
+                    "-c and --distribution left out: a map or mask names each task's CPUs".into(),
+                );
+            }
+            want.over = None;
+            want.per_container = None;
+            return Ok(want);
+        }
+    }
     // -c counts Slurm CPUs, which are PUs on an SMT node.
     want.count = cpus;
     if nomultithread {
@@ -291,11 +312,6 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
         );
         "threads".into()
     });
-    // A map or mask list runs to the end of the value (its commas are the list's).
-    if let Some(at) = ["map_", "mask_"].iter().filter_map(|k| bind.find(k)).min() {
-        let list = &bind[at..];
-        return refuse(format!("`{list}` names CPUs by the OS's numbers, which a shape does not take: find their logical index with `hwloc-calc --pi pu:LIST --intersect core` and write them under `ranks:` with `index:`"));
-    }
     for word in bind.split(',') {
         match word {
             "verbose" | "quiet" | "v" | "q" => {}
@@ -308,7 +324,7 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
             "sockets" | "socket" => want.bind = Some("socket"),
             "ldoms" | "ldom" => want.bind = Some("numa"),
             "none" | "no" => want.bind = Some("none"),
-            "rank" => return refuse("`--cpu-bind=rank` binds task N to CPU N in the OS's numbering: binder names CPUs by hwloc's logical index; write `resources: [{type: pu, count: 1}]` for a PU per task in hwloc order"),
+            "rank" => return refuse("`--cpu-bind=rank` binds task N to CPU N in the OS's numbering, which is Slurm's own deprecated spelling of `map_cpu:0,1,2,...`: write the map, or `resources: [{type: pu, count: 1}]` for a PU per task in hwloc order"),
             other => return refuse(format!("`--cpu-bind={other}`: binder converts threads, cores, sockets, ldoms and none")),
         }
     }
@@ -339,8 +355,8 @@ pub(super) fn numactl(words: &[String], notes: &mut Vec<String>) -> Result<Want,
             "--cpunodebind" | "-N" => {
                 check_list(&opt, &value)?;
                 want.fixed = Some(("numa", value.clone()));
+                want.fixed_os = value != "all";
                 want.bind = None;
-                notes.push("numactl numbers NUMA nodes as the OS does; a shape's `index:` is hwloc's logical index, the same on most nodes (check with `hwloc-calc --pi numa:LIST --li`)".into());
                 notes.push("binder deals the named nodes' cores out among the tasks on the node; numactl gives each process all of them".into());
             }
             "--membind" | "-m" => {
@@ -358,11 +374,27 @@ pub(super) fn numactl(words: &[String], notes: &mut Vec<String>) -> Result<Want,
             "--localalloc" | "-l" => want.membind = Some("local"),
             "--preferred" | "-p" => {
                 want.membind = Some("preferred");
-                notes.push(format!("`{opt}={value}`: binder prefers the task's own NUMA nodes"));
+                notes.push(format!(
+                    "`{opt}={value}`: binder prefers the task's own NUMA nodes"
+                ));
             }
-            "--physcpubind" | "-C" => return refuse(format!("`{opt}={value}` names CPUs by the OS's numbers, which a shape does not take: find their logical cores with `hwloc-calc --pi pu:{value} --intersect core` and write `resources: [{{type: core, index: LIST}}]`")),
-            "" => return refuse(format!("`{value}` is no option; give only numactl's options")),
-            _ => return refuse(format!("`{opt}` is not a numactl option binder converts (it reads -N, -m, -i, -l, -p, -C)")),
+            "--physcpubind" | "-C" => {
+                check_list(&opt, &value)?;
+                want.fixed = Some(("pu", value.clone()));
+                want.fixed_os = value != "all";
+                want.bind = None;
+                notes.push("binder deals the named CPUs out among the tasks on the node; numactl gives each process all of them".into());
+            }
+            "" => {
+                return refuse(format!(
+                    "`{value}` is no option; give only numactl's options"
+                ))
+            }
+            _ => {
+                return refuse(format!(
+                "`{opt}` is not a numactl option binder converts (it reads -N, -m, -i, -l, -p, -C)"
+            ))
+            }
         }
     }
     if want.fixed.is_none() && want.membind.is_some() {
@@ -389,7 +421,7 @@ pub(super) fn hwloc_bind(words: &[String], notes: &mut Vec<String>) -> Result<Wa
             "--pid" | "--tid" | "--get" | "-e" | "--get-last-cpu-location" => {
                 return refuse(format!("`{opt}` reads or changes another process; binder binds the task it starts"))
             }
-            "--pi" | "--physical-input" | "--physical" | "-p" => return refuse(format!("`{opt}`: physical (OS) indexes are not what a shape takes; give hwloc's logical indexes (the default), e.g. `hwloc-calc --pi pu:LIST --li`")),
+            "--pi" | "--physical-input" | "--physical" | "-p" => want.fixed_os = true,
             "" => {
                 let (k, index) = value.split_once(':').unwrap_or((value.as_str(), ""));
                 let k = match k.to_ascii_lowercase().as_str() {
@@ -421,9 +453,94 @@ pub(super) fn hwloc_bind(words: &[String], notes: &mut Vec<String>) -> Result<Wa
     } else {
         indexes.join(",")
     };
+    if want.fixed_os && index == "all" {
+        want.fixed_os = false;
+    } else if want.fixed_os && !matches!(kind, "pu" | "numa" | "socket") {
+        return refuse(format!("`{kind}` locations by physical index: the kernel's numbers name one object each only for pu, numa and socket (a core's repeat in every socket); give those, or logical indexes without -p"));
+    }
     want.fixed = Some((kind, index));
     notes.push("binder deals the location's units out among the tasks on the node; hwloc-bind gives each process all of them".into());
     Ok(want)
+}
+
+/// Slurm's `map_cpu:`, `mask_cpu:`, `map_ldom:` and `mask_ldom:` lists: each task's
+/// objects by the kernel's numbers (a map: one number per task, decimal or `0x` hex; a
+/// mask: hex bits per task), with `*N` repeating an entry. Returns (`pu` or `numa`, each
+/// task's list). An object given to two tasks is refused: shapes do not oversubscribe.
+fn slurm_map(list: &str) -> Result<Vec<(&'static str, String)>, ConvertError> {
+    let (how, entries) = list.split_once(':').unwrap_or((list, ""));
+    let (kind, mask) = match how {
+        "map_cpu" => ("pu", false),
+        "mask_cpu" => ("pu", true),
+        "map_ldom" => ("numa", false),
+        "mask_ldom" => ("numa", true),
+        _ => {
+            return refuse(format!(
+                "`{how}`: binder converts map_cpu, mask_cpu, map_ldom and mask_ldom"
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    let mut owner: std::collections::BTreeMap<usize, usize> = Default::default();
+    for entry in entries.split(',') {
+        let (value, times) = match entry.split_once('*') {
+            Some((v, n)) => (v, count(&format!("{how}:…{entry}"), n)?),
+            None => (entry, 1),
+        };
+        let objects = if mask {
+            mask_bits(value)
+        } else {
+            let n = match value.strip_prefix("0x").or(value.strip_prefix("0X")) {
+                Some(hex) => usize::from_str_radix(hex, 16).ok(),
+                None => value.parse().ok(),
+            };
+            n.filter(|n| *n < 65_536).map(|n| vec![n])
+        };
+        let Some(objects) = objects.filter(|o| !o.is_empty()) else {
+            return refuse(format!(
+                "`{how}:…{entry}`: each entry is {} (`{how}:{}`)",
+                if mask {
+                    "a hex mask of at least one bit"
+                } else {
+                    "a number from 0"
+                },
+                if mask { "0x3,0xC" } else { "0,8" }
+            ));
+        };
+        for _ in 0..times {
+            let task = out.len();
+            if task >= super::MAX_WORDS {
+                return refuse(format!(
+                    "`{how}` for more than {} tasks; binder converts up to that many",
+                    super::MAX_WORDS
+                ));
+            }
+            for &o in &objects {
+                if let Some(first) = owner.insert(o, task) {
+                    return refuse(format!("`{how}` gives {kind} {o} to tasks {first} and {task}; a shape gives each task CPUs of its own (it does not oversubscribe): name other CPUs, or bind with `--cpu-bind=none` and no binder"));
+                }
+            }
+            out.push((kind, binder_core::cpulist::cpu_list(&objects)));
+        }
+    }
+    Ok(out)
+}
+
+/// The set bits of a hex mask (`0x3`, `C`, up to 65,536 bits), `None` when it is not one.
+fn mask_bits(text: &str) -> Option<Vec<usize>> {
+    let hex = text
+        .strip_prefix("0x")
+        .or(text.strip_prefix("0X"))
+        .unwrap_or(text);
+    if hex.is_empty() || hex.len() > 16_384 {
+        return None;
+    }
+    let mut bits = Vec::new();
+    for (i, c) in hex.chars().rev().enumerate() {
+        let digit = c.to_digit(16)?;
+        bits.extend((0..4).filter(|b| digit >> b & 1 == 1).map(|b| i * 4 + b));
+    }
+    Some(bits)
 }
 
 /// A logical index list (`0-3,8`, `all`) as a shape's `index:` takes it.

@@ -87,8 +87,12 @@ fn slurm() {
         "{per_socket}"
     );
     for bad in [
-        "--cpu-bind=verbose,map_cpu:0,4",
-        "--cpu-bind=mask_cpu:0x3",
+        "--cpu-bind=map_cpu:0,4,0",
+        "--cpu-bind=mask_cpu:0x3,0x6",
+        "--cpu-bind=map_cpu:0*2",
+        "--cpu-bind=map_cpu:x",
+        "--cpu-bind=mask_cpu:0x0",
+        "--cpu-bind=map_cpu:",
         "-m block:fcyclic",
         "-m plane=2",
         "--exclusive",
@@ -96,23 +100,88 @@ fn slurm() {
     ] {
         let e = convert(Peer::Slurm, &words(bad)).unwrap_err();
         assert!(!e.0.is_empty(), "{bad}");
-        if bad.contains("map_cpu") {
-            assert!(e.0.contains("`map_cpu:0,4`"), "{e}");
+        if bad.contains("0,4,0") {
+            assert!(e.0.contains("pu 0 to tasks 0 and 2"), "{e}");
         }
     }
 }
 
+/// Slurm's maps and masks name each task's CPUs (or NUMA nodes) by the kernel's numbers:
+/// each becomes a rank rule with `os_index:` (task 0 gets the first entry; a mask's bits
+/// from the lowest; `*N` repeats an entry, `0x` is hex), the rest of the node a unit per
+/// later rank.
+#[test]
+fn slurm_maps_and_masks_are_rank_rules() {
+    let rule = |rank: usize, kind: &str, list: &str| {
+        format!("  {rank}:\n    resources:\n      - type: {kind}\n        os_index: {list}\n")
+    };
+    assert_eq!(
+        body(Peer::Slurm, "--cpu-bind=verbose,map_cpu:8,0x1,2"),
+        "resources:\n  - type: pu\nranks:\n".to_owned()
+            + &rule(0, "pu", "8")
+            + &rule(1, "pu", "1")
+            + &rule(2, "pu", "2")
+    );
+    assert!(convert(Peer::Slurm, &words("--cpu-bind=map_cpu:2*2")).is_err());
+    assert_eq!(
+        body(Peer::Slurm, "-c 4 --cpu-bind=mask_cpu:0xF0,3"),
+        "resources:\n  - type: pu\nranks:\n".to_owned()
+            + &rule(0, "pu", "4-7")
+            + &rule(1, "pu", "0-1")
+    );
+    assert_eq!(
+        body(Peer::Slurm, "--cpu-bind=map_ldom:1,0"),
+        "resources:\n  - type: numa\nranks:\n".to_owned()
+            + &rule(0, "numa", "1")
+            + &rule(1, "numa", "0")
+    );
+    assert_eq!(
+        body(Peer::Slurm, "--cpu-bind=mask_ldom:0x2*1,1"),
+        "resources:\n  - type: numa\nranks:\n".to_owned()
+            + &rule(0, "numa", "1")
+            + &rule(1, "numa", "0")
+    );
+    // The mask is read from its lowest bit, past 64 bits.
+    let wide = format!("--cpu-bind=mask_cpu:0x1{}", "0".repeat(20));
+    assert!(body(Peer::Slurm, &wide).contains("os_index: 80\n"));
+    let notes = convert(Peer::Slurm, &words("-c 2 --cpu-bind=map_cpu:0"))
+        .unwrap()
+        .notes;
+    assert!(
+        notes.iter().any(|n| n.contains("list's 1 get the rest")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("-c and --distribution left out")),
+        "{notes:?}"
+    );
+}
+
 #[test]
 fn numactl_and_hwloc_bind() {
+    // numactl numbers nodes and CPUs as the kernel does: `os_index`.
     assert_eq!(
         body(Peer::Numactl, "--cpunodebind=1 --membind=1"),
-        "options:\n  membind: local\nresources:\n  - type: numa\n    index: 1\n"
+        "options:\n  membind: local\nresources:\n  - type: numa\n    os_index: 1\n"
     );
     assert!(body(Peer::Numactl, "--interleave=all").contains("membind: interleave"));
-    assert!(convert(Peer::Numactl, &words("-C 0-3"))
+    assert_eq!(
+        body(Peer::Numactl, "-C 0-3"),
+        "options:\n  bind: none\nresources:\n  - type: pu\n    os_index: 0-3\n"
+            .replace("options:\n  bind: none\n", "")
+    );
+    // hwloc-bind's physical indexes, for the types whose OS numbers are unique.
+    assert_eq!(
+        body(Peer::HwlocBind, "-p pu:3,5"),
+        "resources:\n  - type: pu\n    os_index: 3,5\n"
+    );
+    assert!(body(Peer::HwlocBind, "--pi numa:1").contains("os_index: 1\n"));
+    assert!(convert(Peer::HwlocBind, &words("-p core:1"))
         .unwrap_err()
         .0
-        .contains("hwloc-calc --pi pu:0-3"));
+        .contains("physical index"));
     assert_eq!(
         body(Peer::HwlocBind, "core:4-7"),
         "resources:\n  - type: core\n    index: 4-7\n"

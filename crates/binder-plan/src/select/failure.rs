@@ -16,13 +16,27 @@ pub struct SelectError {
     pub failure: Failure,
 }
 
-/// The objects an `index:` named, for a failure's message.
+/// The objects an `index:` (or `os_index:`) named, for a failure's message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
     /// The indexes as written back (`4-7`).
     pub asked: String,
     /// Those with no allowed object in the request's scope (`6-7`), empty when all are.
     pub missing: String,
+    /// Whether they are the kernel's numbers (`os_index`, written `pu P#4-7` as lstopo
+    /// does) rather than logical indexes (`pu:4-7`).
+    pub os: bool,
+}
+
+impl Named {
+    /// `pu:4-7`, or `pu P#4-7` for the kernel's numbers.
+    fn objects(&self, kind: &str, list: &str) -> String {
+        if self.os {
+            format!("{kind} P#{list}")
+        } else {
+            format!("{kind}:{list}")
+        }
+    }
 }
 
 /// One request that could not be met, and why.
@@ -61,15 +75,20 @@ impl fmt::Display for Failure {
         };
         write!(f, "{} asks for {} {kind}", self.path, self.count)?;
         if let Some(named) = &self.named {
-            write!(f, " of {kind}:{}", named.asked)?;
+            write!(f, " of {}", named.objects(&kind, &named.asked))?;
         }
         write!(f, " in {}, ", self.within)?;
         if let Some(named) = self.named.as_ref().filter(|n| !n.missing.is_empty()) {
             return write!(
                 f,
-                "but {kind}:{} {} not there (outside it or the job's allocation, reserved, taken, or past the last {kind}); name others, numbered as `--dry-run` labels them",
-                named.missing,
-                if named.missing.contains([',', '-']) { "are" } else { "is" }
+                "but {} {} not there (outside it or the job's allocation, reserved, taken, or past the last {kind}); name others, {}",
+                named.objects(&kind, &named.missing),
+                if named.missing.contains([',', '-']) { "are" } else { "is" },
+                if named.os {
+                    "numbered as the kernel numbers them (`lstopo -p`, `taskset`)"
+                } else {
+                    "numbered as `--dry-run` labels them"
+                }
             );
         }
         if let Some(unit) = self.unit {

@@ -222,24 +222,31 @@ impl<'t, 'd> Selector<'t, 'd> {
                 _ => true,
             });
         }
-        // `index:` keeps the objects it names, by their logical index on the whole node; those
-        // it names that are not here (outside the scope or the job's allocation, taken
-        // out, past the node's last) are said if the request fails.
+        // `index:` keeps the objects it names, by their logical index on the whole node
+        // (`os_index:` by the kernel's number); those it names that are not here (outside
+        // the scope or the job's allocation, taken out, past the node's last) are said if
+        // the request fails.
         let mut named = None;
-        if let Some(index) = &item.index {
+        let list = item.index.as_ref().map(|l| (l, false));
+        if let Some((index, os)) = list.or(item.os_index.as_ref().map(|l| (l, true))) {
             let wanted = index.indexes();
             let mut found = Vec::new();
             candidates.retain(|c| match c {
                 Candidate::Cpu(obj, _) => {
-                    let i = self.topology.logical_index(obj);
-                    let keep = wanted.binary_search(&i).is_ok();
-                    if keep {
+                    let i = if os {
+                        obj.os_index()
+                    } else {
+                        Some(self.topology.logical_index(obj))
+                    };
+                    let keep = i.is_some_and(|i| wanted.binary_search(&i).is_ok());
+                    if let Some(i) = i.filter(|_| keep) {
                         found.push(i);
                     }
                     keep
                 }
                 _ => false,
             });
+            found.sort_unstable();
             let missing: Vec<usize> = wanted
                 .iter()
                 .copied()
@@ -248,6 +255,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             named = Some(Box::new(Named {
                 asked: index.to_string(),
                 missing: binder_core::cpulist::cpu_list(&missing),
+                os,
             }));
         }
         let wanted = wanted(item.count);
@@ -267,13 +275,18 @@ impl<'t, 'd> Selector<'t, 'd> {
         let mut found = Found::default();
         let mut step = self.trace.is_some().then(|| Step {
             path: path.to_owned(),
-            asked: match &item.index {
-                Some(index) => format!(
+            asked: match (&item.index, &item.os_index) {
+                (Some(index), _) => format!(
                     "{} {kind} of {kind}:{index}",
                     item.count,
                     kind = item.kind.hwloc_name()
                 ),
-                None => format!("{} {}", item.count, item.kind.hwloc_name()),
+                (None, Some(os)) => format!(
+                    "{} {kind} of {kind} P#{os}",
+                    item.count,
+                    kind = item.kind.hwloc_name()
+                ),
+                (None, None) => format!("{} {}", item.count, item.kind.hwloc_name()),
             },
             within: failure.within.clone(),
             total: candidates.len(),

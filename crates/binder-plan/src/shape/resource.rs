@@ -26,6 +26,11 @@ pub struct Resource {
     /// numbers `lstopo`, `hwloc-calc core:4` and binder's labels use. CPU types only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<IndexList>,
+    /// Only these objects, by the number the kernel gives them (`taskset`, `numactl`,
+    /// Slurm's `map_cpu`, lstopo's `P#`): `pu`, `numa` and `package` items only, whose OS
+    /// numbers name one object each on the node. Instead of `index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_index: Option<IndexList>,
     /// Requests matched inside each object of this item (by cpuset containment).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub with: Vec<Resource>,
@@ -54,6 +59,8 @@ struct Written {
     #[serde(default)]
     index: Option<IndexList>,
     #[serde(default)]
+    os_index: Option<IndexList>,
+    #[serde(default)]
     with: Vec<Resource>,
     #[serde(default)]
     pattern: Option<Pattern>,
@@ -64,23 +71,39 @@ struct Written {
 impl<'de> Deserialize<'de> for Resource {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = Written::deserialize(d)?;
-        if let Some(index) = &w.index {
-            if matches!(w.kind, ObjType::Gpu | ObjType::Nic | ObjType::Slot) {
+        if w.index.is_some() && w.os_index.is_some() {
+            return Err(de::Error::custom(
+                "both `index` and `os_index`; name objects by hwloc's logical index or by the kernel's number, not both",
+            ));
+        }
+        if w.index.is_some() && !w.kind.is_cpu_object() {
+            return Err(de::Error::custom(format!(
+                "`index` names CPU objects by logical index; a `{}` item cannot have one",
+                w.kind.hwloc_name()
+            )));
+        }
+        if w.os_index.is_some() && !matches!(w.kind, ObjType::Pu | ObjType::Numa | ObjType::Package)
+        {
+            return Err(de::Error::custom(format!(
+                "`os_index` on a `{}` item; the kernel's numbers name one object each only for `pu`, `numa` and `package` (a core's repeats in every package): name the core's PUs, or use `index`",
+                w.kind.hwloc_name()
+            )));
+        }
+        let key = if w.os_index.is_some() {
+            "os_index"
+        } else {
+            "index"
+        };
+        let named = w.index.as_ref().or(w.os_index.as_ref());
+        if let (Some(list), Some(Count::Exactly(n))) = (named, w.count) {
+            let named = list.indexes().len();
+            if n.get() as usize > named {
                 return Err(de::Error::custom(format!(
-                    "`index` names CPU objects by logical index; a `{}` item cannot have one",
-                    w.kind.hwloc_name()
+                    "`count: {n}` but `{key}: {list}` names {named} object(s); ask for at most {named}, or name more"
                 )));
             }
-            let named = index.indexes().len();
-            if let Some(Count::Exactly(n)) = w.count {
-                if n.get() as usize > named {
-                    return Err(de::Error::custom(format!(
-                        "`count: {n}` but `index: {index}` names {named} object(s); ask for at most {named}, or name more"
-                    )));
-                }
-            }
         }
-        let count = match (w.count, &w.index) {
+        let count = match (w.count, named) {
             (Some(count), _) => count,
             (None, Some(index)) => Count::Exactly(
                 u32::try_from(index.indexes().len())
@@ -95,6 +118,7 @@ impl<'de> Deserialize<'de> for Resource {
             core_kind: w.core_kind,
             count,
             index: w.index,
+            os_index: w.os_index,
             with: w.with,
             pattern: w.pattern,
             reverse: w.reverse,
