@@ -412,3 +412,78 @@ fn nic_variables_for_ucx_and_nccl() {
     );
     assert_eq!(tasks[1]["env"]["NCCL_IB_HCA"], "=mlx5_3:1");
 }
+
+/// `memory:` (issue 46) picks the NUMA nodes a policy uses, by hwloc's subtypes, read by
+/// hand from the KNL XML (SNC4 flat): cluster 0's cores 0-16 have DDR node P#0 and MCDRAM
+/// node P#4 (subtype `MCDRAM`); the node has P#0-7. The same XML with the subtype
+/// renamed `HBM` (hwloc 2.10's tiers) or `CXL-DRAM` moves P#4 between the words.
+#[test]
+fn memory_picks_nodes_by_kind_or_number() {
+    let Some(shared) = shared() else { return };
+    let knl = xml_path(&shared, "knl7250-snc4-flat-68c-smt4-8numa.xml");
+    let shape = |memory: &str| {
+        format!("options:\n  membind: local\n  memory: {memory}\nresources:\n  - type: core\n    count: 2\n")
+    };
+    let on = |yaml: &str, xml: &std::path::Path| {
+        dry(
+            yaml,
+            &["--local-size", "1", "--topology", xml.to_str().unwrap()],
+        )
+    };
+    for (memory, mems) in [
+        ("near", "mems 0,4"),
+        ("hbm", "mems 4"),
+        ("dram", "mems 0"),
+        ("all", "mems 0-7"),
+        ("\"5-6\"", "mems 5-6"),
+        ("1", "mems 1"),
+    ] {
+        let (code, out, err) = on(&shape(memory), &knl);
+        assert_eq!(code, 0, "{memory}: {err}");
+        assert!(
+            out.lines().nth(1).unwrap().ends_with(mems),
+            "{memory}: {out}"
+        );
+    }
+    let (code, _, err) = on(&shape("cxl"), &knl);
+    assert_eq!(code, 125);
+    assert!(
+        err.contains("`memory: cxl` finds no such NUMA node near cpus")
+            && err.contains("near them hwloc has node 0 (no kind named), 4 (MCDRAM)"),
+        "{err}"
+    );
+    let (code, _, err) = on(&shape("9"), &knl);
+    assert_eq!(code, 125);
+    assert!(
+        err.contains("NUMA node(s) 9 that the node does not have") && err.contains("(it has 0-7)"),
+        "{err}"
+    );
+    let (code, _, err) = on(&shape("hmb"), &knl);
+    assert_eq!(code, 125);
+    assert!(err.contains("did you mean `hbm`?"), "{err}");
+    // `memory` alone binds strictly there; with `membind: none` it is refused.
+    let alone = shape("hbm").replace("  membind: local\n", "");
+    let (_, out, _) = on(&alone, &knl);
+    assert!(out.lines().nth(1).unwrap().ends_with("mems 4"), "{out}");
+    let (code, _, err) = on(&shape("hbm").replace("local", "none"), &knl);
+    assert_eq!(code, 125);
+    assert!(err.contains("`memory:` with `membind: none`"), "{err}");
+    // hwloc 2.10's subtypes.
+    let dir = tempfile_dir();
+    let text = std::fs::read_to_string(&knl).unwrap();
+    for (subtype, word, other) in [("HBM", "hbm", "cxl"), ("CXL-DRAM", "cxl", "hbm")] {
+        let xml = dir.join(format!("{subtype}.xml"));
+        std::fs::write(
+            &xml,
+            text.replace("subtype=\"MCDRAM\"", &format!("subtype=\"{subtype}\"")),
+        )
+        .unwrap();
+        let (code, out, err) = on(&shape(word), &xml);
+        assert_eq!(code, 0, "{subtype}: {err}");
+        assert!(
+            out.lines().nth(1).unwrap().ends_with("mems 4"),
+            "{subtype}: {out}"
+        );
+        assert_eq!(on(&shape(other), &xml).0, 125, "{subtype} is no {other}");
+    }
+}

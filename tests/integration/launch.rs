@@ -366,3 +366,71 @@ fn report_and_verbose_lines() {
         "binder: {host} rank 12 (local 0/1) [openmpi] unit core"
     )));
 }
+
+/// `memory:` at launch (issue 46), read back by numactl: `all` interleaves over every
+/// node of this host, a node number binds there, and a node the host does not have is
+/// refused before the task runs.
+#[test]
+fn memory_nodes_reach_the_kernels_policy() {
+    if !crate::common::require_tool("numactl", "membind") {
+        return;
+    }
+    let dir = crate::common::scratch().join("memory-launch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let all = shape(
+        "all.yaml",
+        "options:\n  membind: interleave\n  memory: all\nresources:\n  - type: core\n",
+    );
+    let got = task_output(&[&all], "numactl --show");
+    let nodes = String::from_utf8(
+        Command::new("numactl")
+            .arg("--hardware")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    // `available: 2 nodes (0-1)` → `interleavemask: 0 1`.
+    let every = nodes
+        .lines()
+        .find_map(|l| l.strip_prefix("available: "))
+        .and_then(|l| l.split_once('('))
+        .map(|(_, r)| r.trim_end_matches(')').to_owned())
+        .unwrap();
+    let want: Vec<String> = binder_core::procfs::parse_list(&every)
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(got.contains("policy: interleave"), "{got}");
+    assert!(
+        got.contains(&format!("interleavemask: {}", want.join(" "))),
+        "{got}"
+    );
+    let first = &want[0];
+    let one = shape(
+        "one.yaml",
+        &format!("options:\n  memory: {first}\nresources:\n  - type: core\n"),
+    );
+    let got = task_output(&[&one], "numactl --show");
+    assert!(
+        got.contains("policy: bind") && got.contains(&format!("membind: {first}")),
+        "{got}"
+    );
+    let marker = dir.join("ran");
+    let missing = shape(
+        "missing.yaml",
+        "options:\n  memory: 4000\nresources:\n  - type: core\n",
+    );
+    let out = run(
+        binder().args([&missing, "--", "touch", marker.to_str().unwrap()]),
+        125,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NUMA node(s) 4000"));
+    assert!(!marker.exists());
+}

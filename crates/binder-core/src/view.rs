@@ -4,7 +4,7 @@
 /// The version of everything binder persists about a plan (cache entries, ledger plans
 /// and claims): bump it when [`TaskView`], a cache entry or a ledger file changes. A
 /// reader ignores another version's files rather than misread them.
-pub const FORMAT: u32 = 9;
+pub const FORMAT: u32 = 10;
 
 /// What launching one task needs from the plan: small, serializable, and the same
 /// whether it comes from a fresh plan or from the node cache ([`crate::cache`]).
@@ -41,6 +41,49 @@ pub struct TaskView {
     /// needs the topology, so the `binder` executable hands such a launch over.
     #[serde(default)]
     pub membind: Option<MemPolicy>,
+    /// Which NUMA nodes `membind` uses (`memory:`; the task's own by default).
+    #[serde(default, skip_serializing_if = "MemNodes::is_near")]
+    pub memory: MemNodes,
+}
+
+/// Which NUMA nodes a task's memory policy uses (`memory:`, SEMANTICS §11), by hwloc's
+/// node subtypes (hwloc names a node `DRAM`, `HBM`, `MCDRAM`, `CXL-DRAM`, ... where it
+/// can tell).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemNodes {
+    /// The nodes that hold the task's CPUs, whatever their kind (the default).
+    #[default]
+    Near,
+    /// Of those, the high-bandwidth ones (subtype `HBM` or `MCDRAM`).
+    Hbm,
+    /// Of those, the ordinary ones (subtype `DRAM`, or none given).
+    Dram,
+    /// Of those, CXL-attached memory (subtype `CXL-DRAM`, `CXL-NVM`).
+    Cxl,
+    /// Every NUMA node of the node (`numactl --interleave=all`).
+    All,
+    /// These nodes, by the kernel's numbers (`numactl --membind=1`).
+    Os(Vec<usize>),
+}
+
+impl MemNodes {
+    /// Whether this is the default, the task's own nodes.
+    pub fn is_near(&self) -> bool {
+        *self == MemNodes::Near
+    }
+
+    /// The shape's word for it (`hbm`; a list as `1,3-4`).
+    pub fn name(&self) -> String {
+        match self {
+            MemNodes::Near => "near".into(),
+            MemNodes::Hbm => "hbm".into(),
+            MemNodes::Dram => "dram".into(),
+            MemNodes::Cxl => "cxl".into(),
+            MemNodes::All => "all".into(),
+            MemNodes::Os(list) => crate::cpulist::cpu_list(list),
+        }
+    }
 }
 
 /// A task's memory policy (SEMANTICS §11), applied through hwloc on the NUMA nodes of the

@@ -18,7 +18,7 @@ use std::io::Write;
 use binder_core::cpulist::cpu_list;
 use binder_core::identity::Identity;
 use binder_core::launch::{finish, prepare_cached, LaunchError, Options};
-use binder_core::view::{MemPolicy, TaskView};
+use binder_core::view::{MemNodes, MemPolicy, TaskView};
 use binder_plan::cpuset::CpuSet;
 use binder_plan::topology::{cpuset_from_hwloc, cpuset_to_hwloc, Topology};
 
@@ -54,14 +54,22 @@ pub fn bind_cpus(topology: &Topology, set: &CpuSet) -> Result<(), LaunchError> {
 /// Applies `policy` to this process's memory on the NUMA nodes of `cpus`, through hwloc:
 /// `local` is a strict bind (`MPOL_BIND`, as `numactl --membind`), `interleave` is
 /// `MPOL_INTERLEAVE` (`numactl --interleave`), `preferred` a bind without `STRICT`, which
-/// hwloc turns into `MPOL_PREFERRED` on Linux (`numactl --preferred`). Returns the NUMA
-/// nodes (OS numbers) used.
+/// hwloc turns into `MPOL_PREFERRED` on Linux (`numactl --preferred`); `memory` picks the
+/// nodes (`near`: those of `cpus`; `hbm`, `all`, numbers, ...). Returns the NUMA nodes
+/// (OS numbers) used.
 pub fn bind_memory(
     topology: &Topology,
     cpus: &CpuSet,
     policy: MemPolicy,
+    memory: &MemNodes,
 ) -> Result<Vec<usize>, LaunchError> {
-    let list = binder_plan::topology::memory_nodes(topology, cpus, policy);
+    let list =
+        binder_plan::topology::memory_nodes(topology, cpus, policy, memory).map_err(|reason| {
+            LaunchError::Membind {
+                nodes: memory.name(),
+                reason,
+            }
+        })?;
     let mut nodes = NodeSet::new();
     for &n in &list {
         nodes.set(n);
@@ -136,7 +144,7 @@ pub fn prepare(
         } else {
             &cpuset
         };
-        bind_memory(topology, cpus, policy)?;
+        bind_memory(topology, cpus, policy, &view.memory)?;
     }
     finish(view, identity, options, stderr)
 }

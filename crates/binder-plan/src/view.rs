@@ -12,6 +12,7 @@ pub fn launch_view(plan: &Plan, shape: &crate::shape::Shape, rank: usize) -> Tas
     TaskView {
         openmp: shape.options_for(rank).openmp,
         membind: shape.membind_for(rank),
+        memory: shape.memory_for(rank),
         ..task_view(plan, rank)
     }
 }
@@ -68,6 +69,7 @@ pub(crate) fn task_view(plan: &Plan, rank: usize) -> TaskView {
             .is_none_or(|g| g.instance != crate::ge::Instance::Env),
         openmp: false,
         membind: None,
+        memory: Default::default(),
     }
 }
 

@@ -20,6 +20,7 @@ fn view(cpus: Vec<usize>) -> TaskView {
         apply: true,
         openmp: false,
         membind: None,
+        memory: Default::default(),
     }
 }
 

@@ -105,6 +105,8 @@ pub(crate) struct Want {
     pub bind: Option<&'static str>,
     /// `options.membind`.
     pub membind: Option<&'static str>,
+    /// `options.memory`: NUMA node numbers or `all`, when not the task's own nodes.
+    pub memory: Option<String>,
     /// Every task's objects named outright (`hwloc-bind core:0-3`, `numactl -N 1`):
     /// the type and its logical index list.
     pub fixed: Option<(&'static str, String)>,
@@ -125,6 +127,7 @@ impl Default for Want {
             one_pu: false,
             bind: None,
             membind: None,
+            memory: None,
             fixed: None,
             fixed_os: false,
             per_rank: Vec::new(),
@@ -151,6 +154,9 @@ impl Want {
         }
         if let Some(membind) = self.membind {
             options.push(format!("  membind: {membind}"));
+        }
+        if let Some(memory) = &self.memory {
+            options.push(format!("  memory: {memory}"));
         }
         if !options.is_empty() {
             out.push_str("options:\n");

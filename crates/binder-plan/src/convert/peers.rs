@@ -350,6 +350,7 @@ pub(super) fn numactl(words: &[String], notes: &mut Vec<String>) -> Result<Want,
         bind: Some("none"),
         ..Want::default()
     };
+    let mut nodes: Option<String> = None;
     for (opt, value) in pairs(words, &valued)? {
         match opt.as_str() {
             "--cpunodebind" | "-N" => {
@@ -361,22 +362,16 @@ pub(super) fn numactl(words: &[String], notes: &mut Vec<String>) -> Result<Want,
             }
             "--membind" | "-m" => {
                 want.membind = Some("local");
-                notes.push(format!("`{opt}={value}` converted as `membind: local` (memory on the NUMA nodes of the task's CPUs); binding memory to other nodes is not in the shape format yet"));
+                nodes = Some(node_list(&opt, &value)?);
             }
             "--interleave" | "-i" => {
                 want.membind = Some("interleave");
-                if value != "all" {
-                    notes.push(format!("`{opt}={value}`: binder interleaves over the task's own NUMA nodes, not a list"));
-                } else {
-                    notes.push("`--interleave=all`: binder interleaves over the NUMA nodes of the task's CPUs, not every node of the machine".into());
-                }
+                nodes = Some(node_list(&opt, &value)?);
             }
             "--localalloc" | "-l" => want.membind = Some("local"),
             "--preferred" | "-p" => {
                 want.membind = Some("preferred");
-                notes.push(format!(
-                    "`{opt}={value}`: binder prefers the task's own NUMA nodes"
-                ));
+                nodes = Some(node_list(&opt, &value)?);
             }
             "--physcpubind" | "-C" => {
                 check_list(&opt, &value)?;
@@ -397,6 +392,11 @@ pub(super) fn numactl(words: &[String], notes: &mut Vec<String>) -> Result<Want,
             }
         }
     }
+    // Memory on the nodes the CPUs come from is the default (`near`); other nodes, or
+    // all, are `memory:`.
+    want.memory = nodes.filter(
+        |list| !matches!(&want.fixed, Some(("numa", cpus)) if cpus == list && want.fixed_os),
+    );
     if want.fixed.is_none() && want.membind.is_some() {
         want.bind = None;
         want.unit = "core";
@@ -541,6 +541,18 @@ fn mask_bits(text: &str) -> Option<Vec<usize>> {
         bits.extend((0..4).filter(|b| digit >> b & 1 == 1).map(|b| i * 4 + b));
     }
     Some(bits)
+}
+
+/// A numactl node list (`1`, `0-1,4`, `all`) as `memory:` takes it; numactl's relative
+/// (`+0`), inverted (`!1`) and device (`netdev:`) forms are refused.
+fn node_list(opt: &str, value: &str) -> Result<String, ConvertError> {
+    if value == "all" {
+        return Ok(value.to_owned());
+    }
+    check_list(opt, value).map_err(|_| {
+        ConvertError(format!("`{opt}={value}`: binder converts node numbers (`1`, `0-1,4`) and `all`; numactl's relative, inverted and device forms name nodes a shape cannot"))
+    })?;
+    Ok(value.to_owned())
 }
 
 /// A logical index list (`0-3,8`, `all`) as a shape's `index:` takes it.

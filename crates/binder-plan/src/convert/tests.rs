@@ -166,7 +166,17 @@ fn numactl_and_hwloc_bind() {
         body(Peer::Numactl, "--cpunodebind=1 --membind=1"),
         "options:\n  membind: local\nresources:\n  - type: numa\n    os_index: 1\n"
     );
-    assert!(body(Peer::Numactl, "--interleave=all").contains("membind: interleave"));
+    // Memory on other nodes than the CPUs' is `memory:` (numbers or all).
+    assert_eq!(
+        body(Peer::Numactl, "--interleave=all"),
+        "options:\n  membind: interleave\n  memory: all\n".to_owned() + SLOT_CORE
+    );
+    assert!(body(Peer::Numactl, "-N 0 -m 4").contains("  membind: local\n  memory: 4\n"));
+    assert!(
+        body(Peer::Numactl, "-N 0 --preferred=1").contains("  membind: preferred\n  memory: 1\n")
+    );
+    assert!(convert(Peer::Numactl, &words("-m +0")).is_err());
+    assert!(convert(Peer::Numactl, &words("-i !1")).is_err());
     assert_eq!(
         body(Peer::Numactl, "-C 0-3"),
         "options:\n  bind: none\nresources:\n  - type: pu\n    os_index: 0-3\n"

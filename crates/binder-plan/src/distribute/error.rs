@@ -5,6 +5,16 @@ use crate::unit::Unit;
 /// The selection cannot be dealt to the tasks.
 #[derive(Debug, thiserror::Error)]
 pub enum DistributeError {
+    /// A task's memory policy has no NUMA node to apply to (`memory: hbm` without HBM).
+    #[error("{origin}: rank {rank}: {why}")]
+    NoMemory {
+        /// The shape file.
+        origin: String,
+        /// The local rank.
+        rank: usize,
+        /// What was asked and what the node has.
+        why: String,
+    },
     /// Per-rank rules took every CPU before the other ranks were planned.
     #[error("{origin}: the `ranks:` rules ({rules}) take every cpu, leaving none for the other {rest} rank(s); give the rules fewer resources or add `bind: none` ranks")]
     RulesTakeAll {

@@ -110,7 +110,33 @@ impl<'a> PlanRequest<'a> {
 /// with the shape around all of it, as if they were the whole job. A rule with
 /// `bind: none` and no resources takes nothing.
 pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
-    ranks::plan(request, None)
+    ranks::plan(request, None).and_then(|plan| memory_fits(request, plan))
+}
+
+/// The plan, if every task with a memory policy has NUMA nodes to apply it on (`memory:
+/// hbm` on a node without HBM near a task is refused here, in a dry-run as at launch).
+fn memory_fits(request: &PlanRequest<'_>, plan: Plan) -> Result<Plan, PlanError> {
+    for (rank, task) in plan.tasks.iter().enumerate() {
+        let Some(policy) = request.shape.membind_for(rank) else {
+            continue;
+        };
+        let allowed;
+        let cpus = if task.units.is_empty() {
+            allowed = request.topology.allowed();
+            &allowed
+        } else {
+            &task.cpuset
+        };
+        let memory = request.shape.memory_for(rank);
+        topology::memory_nodes(request.topology, cpus, policy, &memory).map_err(|why| {
+            crate::distribute::DistributeError::NoMemory {
+                origin: request.origin.to_owned(),
+                rank,
+                why,
+            }
+        })?;
+    }
+    Ok(plan)
 }
 
 /// Plans `request` around the PUs it holds (`held`, other jobs'), with the shape's packing
@@ -127,5 +153,5 @@ pub fn plan_traced(
     request: &PlanRequest<'_>,
     trace: &mut Vec<select::Step>,
 ) -> Result<Plan, PlanError> {
-    ranks::plan(request, Some(trace))
+    ranks::plan(request, Some(trace)).and_then(|plan| memory_fits(request, plan))
 }

@@ -46,7 +46,9 @@ pub fn preview(
                 } else {
                     &task.cpuset
                 };
-                crate::topology::memory_nodes(topology, cpus, policy)
+                // The plan checked that every task's nodes exist (`memory_fits`).
+                crate::topology::memory_nodes(topology, cpus, policy, &shape.memory_for(rank))
+                    .unwrap_or_default()
             });
             report::Preview {
                 env: env.vars,

@@ -61,7 +61,7 @@ fn number(text: &str) -> Result<usize, String> {
         Ok(n) if n < MAX_INDEXES => Ok(n),
         Ok(_) => Err(format!("index `{clipped}` is larger than any node has")),
         Err(_) => Err(format!(
-            "`{clipped}` is not an index; write logical indexes from 0 as `4`, `4-7` or `0,2,5`"
+            "`{clipped}` is not an index; write whole numbers from 0 as `4`, `4-7` or `0,2,5`"
         )),
     }
 }

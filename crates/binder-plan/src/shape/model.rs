@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::resource::reverse_flag;
-use super::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern, Resource};
+use super::{Bind, CoreKind, GpuIds, Membind, Memory, ObjType, Pack, Pattern, Resource};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -64,6 +64,10 @@ pub struct Options {
     /// `local` binds memory to the NUMA nodes of the task's CPUs; `none` leaves it alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membind: Option<Membind>,
+    /// Which NUMA nodes `membind` uses: `near` (default), `hbm`, `dram`, `cxl`, `all`,
+    /// or the nodes' kernel numbers (SEMANTICS §11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Only cores of this kind (hwloc's CPU kinds; without kinds every core is a
     /// performance core): the default for `core` and `pu` items (SEMANTICS §12).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Bind, Membind, RankList, RankRule, Ranks, Shape};
+use super::{Bind, RankList, RankRule, Ranks, Shape};
 
 /// Ranks and the shape that plans them.
 #[derive(Debug, Clone)]
@@ -38,6 +38,9 @@ impl Shape {
         if rule.membind.is_some() {
             options.membind = rule.membind;
         }
+        if rule.memory.is_some() {
+            options.memory.clone_from(&rule.memory);
+        }
         Shape {
             version: None,
             options,
@@ -58,9 +61,23 @@ impl Shape {
             )
     }
 
-    /// Local rank `rank`'s memory policy (`membind: local|interleave|preferred`), if any.
+    /// Local rank `rank`'s memory policy (`membind: local|interleave|preferred`), if any;
+    /// `memory:` without `membind` binds strictly there (`local`).
     pub fn membind_for(&self, rank: usize) -> Option<binder_core::view::MemPolicy> {
-        self.options_for(rank).membind.and_then(Membind::policy)
+        let options = self.options_for(rank);
+        match (options.membind, options.memory) {
+            (Some(membind), _) => membind.policy(),
+            (None, Some(_)) => Some(binder_core::view::MemPolicy::Local),
+            (None, None) => None,
+        }
+    }
+
+    /// The NUMA nodes local rank `rank`'s memory policy uses (`memory:`).
+    pub fn memory_for(&self, rank: usize) -> binder_core::view::MemNodes {
+        self.options_for(rank)
+            .memory
+            .map(|m| m.0)
+            .unwrap_or_default()
     }
 
     /// The rules' groups for `local_size` tasks, lowest rank first, and the ranks the

@@ -26,7 +26,7 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Bind, Membind, Pattern, Resource};
+use super::{Bind, Membind, Memory, Pattern, Resource};
 
 /// The most ranks a rank list may name: a node never runs more tasks than PUs.
 pub(crate) const MAX_RANK: usize = 1 << 20;
@@ -129,6 +129,9 @@ pub struct RankRule {
     /// Their memory binding (default: the shape's `options.membind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub membind: Option<Membind>,
+    /// The NUMA nodes their memory binding uses (default: the shape's `options.memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// GPUs for each of them (not inherited: only one plan deals GPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_per_task: Option<NonZeroU32>,

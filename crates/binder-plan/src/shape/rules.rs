@@ -1,6 +1,6 @@
 //! Rules that need the whole resource tree, checked after serde has read it.
 
-use super::{Bind, CoreKind, ObjType, Pattern, Resource, Shape};
+use super::{Bind, CoreKind, Membind, Memory, ObjType, Pattern, Resource, Shape};
 
 impl Shape {
     /// Rules that need the whole tree (SEMANTICS §10): slots stand at one level, never
@@ -53,6 +53,17 @@ impl Shape {
             s.chars()
                 .any(|c| c.is_control() && c != '\t' || matches!(c, '\u{2028}' | '\u{2029}'))
         };
+        let unbound_memory = |membind: Option<Membind>, memory: &Option<Memory>| {
+            membind == Some(Membind::None) && memory.is_some()
+        };
+        if unbound_memory(self.options.membind, &self.options.memory)
+            || self
+                .ranks
+                .values()
+                .any(|r| unbound_memory(r.membind.or(self.options.membind), &r.memory))
+        {
+            return Err("`memory:` with `membind: none`; `memory` says where a memory policy puts pages, so give `membind: local`, `interleave` or `preferred`, or drop `memory`".to_owned());
+        }
         if self.options.ge.as_deref().is_some_and(broken) {
             return Err("`options.ge` holds a line break or control character; write the Grid Engine request on one line, as qsub takes it".to_owned());
         }
@@ -84,8 +95,11 @@ impl Shape {
                     "`bind: {bind}` with `slot` items: a slot already says where each task runs; put a `type: gpu` item inside the slot's parent (for example `numa` with `gpu` and `slot`) instead"
                 ));
             }
-            if self.pattern() == Pattern::Interleave {
-                return Err("`pattern: interleave` with `slot` items: slots are dealt whole, so use `packed` (slot after slot) or `scatter` (round robin over the slots' parents)".to_owned());
+            match self.pattern() {
+                Pattern::Interleave => {
+                    return Err("`pattern: interleave` with `slot` items: slots are dealt whole, so use `packed` (slot after slot) or `scatter` (round robin over the slots' parents)".to_owned());
+                }
+                Pattern::Packed | Pattern::Scatter => {}
             }
         }
         Ok(())

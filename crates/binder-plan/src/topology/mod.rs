@@ -383,19 +383,109 @@ pub(crate) fn performance_pus(hw: &hwlocality::Topology) -> Option<CpuSet> {
     Some(from_hw(&set))
 }
 
-/// The NUMA nodes (OS numbers) `policy` uses for a task on `cpus`: those holding them,
-/// and for `preferred` the first of those (Linux prefers one node).
+/// The NUMA nodes (OS numbers, ascending) `policy` uses for a task on `cpus`, of those
+/// `memory` names (SEMANTICS §11): `near` are the nodes holding the CPUs (hwloc's nodeset
+/// of the cpuset: on KNL in flat mode a cluster's DDR and MCDRAM), `hbm`, `dram` and
+/// `cxl` the near ones of that kind by hwloc's subtype, `all` every node, a list those
+/// nodes. `preferred` keeps the first (Linux prefers one node). An empty answer is an
+/// error that says what the node has near the CPUs.
 pub fn memory_nodes(
     topology: &Topology,
     cpus: &CpuSet,
     policy: binder_core::view::MemPolicy,
-) -> Vec<usize> {
-    let nodes = hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), &to_hw(cpus));
-    let mut list: Vec<usize> = nodes.iter_set().map(usize::from).collect();
+    memory: &binder_core::view::MemNodes,
+) -> Result<Vec<usize>, String> {
+    use binder_core::view::MemNodes;
+    let near = hwlocality::memory::nodeset::NodeSet::from_cpuset(topology.hw(), &to_hw(cpus));
+    let nodes: Vec<(usize, MemKind, &str)> = topology
+        .hw
+        .objects_with_type(ObjectType::NUMANode)
+        .filter_map(|n| {
+            let subtype = n.subtype().and_then(|s| s.to_str().ok()).unwrap_or("");
+            Some((n.os_index()?, MemKind::of(subtype), subtype))
+        })
+        .collect();
+    let is_near = |os: usize| near.is_set(os);
+    let of_kind = |kind: MemKind| -> Vec<usize> {
+        nodes
+            .iter()
+            .filter(|(os, k, _)| is_near(*os) && *k == kind)
+            .map(|n| n.0)
+            .collect()
+    };
+    let mut list: Vec<usize> = match memory {
+        MemNodes::Near => nodes
+            .iter()
+            .map(|n| n.0)
+            .filter(|os| is_near(*os))
+            .collect(),
+        MemNodes::Hbm => of_kind(MemKind::Hbm),
+        MemNodes::Dram => of_kind(MemKind::Dram),
+        MemNodes::Cxl => of_kind(MemKind::Cxl),
+        MemNodes::All => nodes.iter().map(|n| n.0).collect(),
+        MemNodes::Os(list) => {
+            let missing: Vec<usize> = list
+                .iter()
+                .copied()
+                .filter(|os| !nodes.iter().any(|n| n.0 == *os))
+                .collect();
+            if !missing.is_empty() {
+                let mut have: Vec<usize> = nodes.iter().map(|n| n.0).collect();
+                have.sort_unstable();
+                return Err(format!(
+                    "`memory: {}` names NUMA node(s) {} that the node does not have or the job may not use (it has {})",
+                    memory.name(),
+                    binder_core::cpulist::cpu_list(&missing),
+                    binder_core::cpulist::cpu_list(&have)
+                ));
+            }
+            list.clone()
+        }
+    };
+    list.sort_unstable();
+    list.dedup();
+    if list.is_empty() {
+        let described: Vec<String> = nodes
+            .iter()
+            .filter(|(os, _, _)| is_near(*os))
+            .map(|(os, _, subtype)| match *subtype {
+                "" => format!("{os} (no kind named)"),
+                kind => format!("{os} ({kind})"),
+            })
+            .collect();
+        return Err(format!(
+            "`memory: {}` finds no such NUMA node near cpus {}: near them hwloc has node {}; use `memory: near`, or give the nodes' numbers",
+            memory.name(),
+            cpus,
+            if described.is_empty() { "none".to_owned() } else { described.join(", ") }
+        ));
+    }
     if policy == binder_core::view::MemPolicy::Preferred {
         list.truncate(1);
     }
-    list
+    Ok(list)
+}
+
+/// A NUMA node's kind by hwloc's subtype (hwloc 2.10's memory tiers name `DRAM`, `HBM`,
+/// `SPM`, `NVM`, `GPUMemory`, `CXL-DRAM`, `CXL-NVM`; 2.9 names KNL's `MCDRAM` and
+/// POWER's `GPUMemory`): a node with no subtype is ordinary memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemKind {
+    Dram,
+    Hbm,
+    Cxl,
+    Other,
+}
+
+impl MemKind {
+    fn of(subtype: &str) -> MemKind {
+        match subtype.to_ascii_uppercase().as_str() {
+            "" | "DRAM" => MemKind::Dram,
+            "HBM" | "MCDRAM" => MemKind::Hbm,
+            s if s.starts_with("CXL") => MemKind::Cxl,
+            _ => MemKind::Other,
+        }
+    }
 }
 
 /// An object's CPUs in binder's set (empty for an object without CPUs: I/O, Misc).
