@@ -94,9 +94,7 @@ impl Config {
             }
             let mut config = Config::bare(Action::Explain, source);
             // A catalog name, as a launch line takes it (`binder explain cores-packed`).
-            config.shape = e
-                .shape
-                .map(|s| binder_core::launch::line::resolve_shape(&s));
+            config.shape = e.shape.map(|s| shape_arg(&s)).transpose()?;
             config.ge = e.ge;
             config.local_size = e.local_size;
             config.local_rank = e.local_rank;
@@ -175,24 +173,7 @@ impl Config {
             ));
         }
         // A catalog name (`binder cores-packed -- ./app`) as the plugins take it.
-        let shape = cli
-            .shape
-            .map(|s| binder_core::launch::line::resolve_shape(&s));
-        if let Some(name) = shape.as_ref().and_then(|p| p.to_str()).filter(|n| {
-            !n.contains('/') && !n.ends_with(".yaml") && !n.ends_with(".yml") && !n.is_empty()
-        }) {
-            if !Path::new(name).exists() {
-                let dirs: Vec<String> = binder_core::launch::line::catalog_dirs()
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect();
-                return Err(Error::Usage(format!(
-                    "no shape file `{}` and no catalog shape of that name in {}; give a path, or a name from `ls shapes/`",
-                    binder_core::text::printable(name, 60),
-                    dirs.join(", ")
-                )));
-            }
-        }
+        let shape = cli.shape.map(|s| shape_arg(&s)).transpose()?;
         Ok(Config {
             action,
             shape,
@@ -286,6 +267,29 @@ pub const MAX_GPUS_PER_TASK: usize = 4096;
 /// or it has a `/` or an `.xml` ending (synthetic descriptions have neither).
 fn looks_like_path(value: &str) -> bool {
     Path::new(value).exists() || value.contains('/') || value.to_ascii_lowercase().ends_with(".xml")
+}
+
+/// A shape argument: a path, or a catalog name (`cores-packed`) as the plugins take it,
+/// resolved in the catalog directories; a bare name found in none of them is refused with
+/// where binder looked (the same for a launch, `--dry-run` and `explain`).
+fn shape_arg(arg: &Path) -> Result<PathBuf, Error> {
+    let shape = binder_core::launch::line::resolve_shape(arg);
+    if let Some(name) = shape.to_str().filter(|n| {
+        !n.contains('/') && !n.ends_with(".yaml") && !n.ends_with(".yml") && !n.is_empty()
+    }) {
+        if !Path::new(name).exists() {
+            let dirs: Vec<String> = binder_core::launch::line::catalog_dirs()
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            return Err(Error::Usage(format!(
+                "no shape file `{}` and no catalog shape of that name in {}; give a path, or a name from `ls shapes/`",
+                binder_core::text::printable(name, 60),
+                dirs.join(", ")
+            )));
+        }
+    }
+    Ok(shape)
 }
 
 #[cfg(test)]

@@ -87,6 +87,15 @@ fn catalog_names_resolve_in_the_clone_and_the_installed_catalog() {
             && err.contains("share/binder/shapes"),
         "{err}"
     );
+    // `explain` says the same.
+    let out = run(
+        Command::new(bin.join("binder"))
+            .current_dir(&elsewhere)
+            .args(["explain", "no-such-shape"]),
+        REFUSED,
+    );
+    let again = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(again, err);
     let _ = std::fs::remove_dir_all(&prefix);
 }
 

@@ -169,9 +169,15 @@ pub(super) fn render(
     if !plan.unused.is_empty() {
         let mut logical: Vec<usize> = plan.unused.iter().map(|u| u.logical).collect();
         logical.sort_unstable();
+        let noun = match (unit.to_string().as_str(), logical.len()) {
+            ("pu", 1) => "PU".to_owned(),
+            ("pu", _) => "PUs".to_owned(),
+            (other, 1) => other.to_owned(),
+            (other, _) => format!("{other}s"),
+        };
         writeln!(
             out,
-            "unused: {} ({} {unit})",
+            "unused: {} ({} {noun})",
             objects(&unit.to_string(), &plan.unused),
             logical.len()
         )?;
