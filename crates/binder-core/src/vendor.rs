@@ -33,6 +33,11 @@ pub struct VendorRow {
     pub entries: &'static str,
     /// The variable binder sets to the task's GPUs, and those it sets beside it.
     pub task_vars: &'static [(&'static str, Option<&'static str>)],
+    /// Its runtime's short name in reports (`cuda:0`).
+    pub runtime: &'static str,
+    /// The hwloc info key holding a device's UUID (on the PCI device or its OS device),
+    /// if hwloc reports one for this vendor.
+    pub uuid_info: Option<&'static str>,
 }
 
 /// Every vendor, in [`Vendor`]'s order.
@@ -47,6 +52,8 @@ pub const VENDORS: [VendorRow; 3] = [
             ("CUDA_VISIBLE_DEVICES", None),
             ("CUDA_DEVICE_ORDER", Some("PCI_BUS_ID")),
         ],
+        runtime: "cuda",
+        uuid_info: Some("NVIDIAUUID"),
     },
     VendorRow {
         vendor: Vendor::Amd,
@@ -59,6 +66,8 @@ pub const VENDORS: [VendorRow; 3] = [
         ],
         entries: "index, or `GPU-<uuid>`",
         task_vars: &[("ROCR_VISIBLE_DEVICES", None)],
+        runtime: "rocr",
+        uuid_info: Some("AMDUUID"),
     },
     VendorRow {
         vendor: Vendor::Intel,
@@ -72,6 +81,8 @@ pub const VENDORS: [VendorRow; 3] = [
             ("ZE_AFFINITY_MASK", None),
             ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", Some("1")),
         ],
+        runtime: "ze",
+        uuid_info: None,
     },
 ];
 

@@ -134,10 +134,9 @@ fn write(
                     "dealing: {} slot{} taken, one per task in {} order; a task never leaves its slot",
                     plan.slots,
                     if plan.slots == 1 { "" } else { "s" },
-                    if plan.pattern == Pattern::Scatter {
-                        "round-robin over the slots' parents"
-                    } else {
-                        "selection"
+                    match plan.pattern {
+                        Pattern::Scatter => "round-robin over the slots' parents",
+                        Pattern::Packed | Pattern::Interleave => "selection",
                     }
                 )?;
             }

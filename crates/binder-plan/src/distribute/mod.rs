@@ -44,7 +44,11 @@ pub(crate) fn distribute(
     origin: &str,
 ) -> Result<Plan, DistributeError> {
     let n = request.local_size.max(1);
-    if request.pattern == Pattern::Interleave && request.unit.unit != Unit::Pu {
+    let interleave = match request.pattern {
+        Pattern::Interleave => true,
+        Pattern::Packed | Pattern::Scatter => false,
+    };
+    if interleave && request.unit.unit != Unit::Pu {
         return Err(DistributeError::InterleaveNeedsPu {
             origin: origin.to_owned(),
             unit: request.unit.unit,

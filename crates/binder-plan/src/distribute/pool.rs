@@ -27,10 +27,14 @@ pub(super) fn pool<'t>(
     if reverse {
         pool.reverse();
     }
-    if pattern == Pattern::Interleave {
-        let ranks = sibling_ranks(topology);
-        // Stable: within one sibling rank the (possibly reversed) pool order stays.
-        pool.sort_by_key(|pu| ranks.get(&pu.logical_index()).copied().unwrap_or(0));
+    match pattern {
+        Pattern::Interleave => {
+            let ranks = sibling_ranks(topology);
+            // Stable: within one sibling rank the (possibly reversed) pool order stays.
+            pool.sort_by_key(|pu| ranks.get(&pu.logical_index()).copied().unwrap_or(0));
+        }
+        // Packed and scatter differ in how the pool is dealt, not in its order.
+        Pattern::Packed | Pattern::Scatter => {}
     }
     pool
 }

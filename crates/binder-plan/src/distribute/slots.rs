@@ -14,8 +14,10 @@ pub(crate) fn order(parents: &[usize], pattern: Pattern, reverse: bool) -> Vec<u
     if reverse {
         slots.reverse();
     }
-    if pattern != Pattern::Scatter {
-        return slots;
+    // Slots are dealt whole: packed and interleave hand them out in order.
+    match pattern {
+        Pattern::Scatter => {}
+        Pattern::Packed | Pattern::Interleave => return slots,
     }
     // Round robin: each slot's position among its parent's slots, then parent order.
     let mut seen: Vec<(usize, usize)> = Vec::new(); // (parent, slots so far)

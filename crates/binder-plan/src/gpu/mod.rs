@@ -252,11 +252,7 @@ fn os_number(dev: &TopologyObject) -> usize {
 /// `GPU-<uuid>` of a GPU object or its OS devices: hwloc's `NVIDIAUUID` (which already
 /// reads `GPU-…`) or `AMDUUID` (bare hex, which ROCm takes as `GPU-<hex>`).
 fn uuid_of(obj: &TopologyObject, vendor: Vendor) -> Option<String> {
-    let key = match vendor {
-        Vendor::Nvidia => "NVIDIAUUID",
-        Vendor::Amd => "AMDUUID",
-        Vendor::Intel => return None,
-    };
+    let key = vendor.row().uuid_info?;
     let own = info(obj, key);
     let found = own.or_else(|| obj.io_children().find_map(|c| info(c, key)))?;
     Some(if found.starts_with("GPU-") {

@@ -57,11 +57,6 @@ impl Gpu {
     /// How the task's runtime will name it: `cuda:0`, `rocr:2`, `ze:0`, or with a UUID
     /// `cuda:GPU-…` (the runtime's variable entry, with the runtime).
     pub(crate) fn runtime_name(&self) -> String {
-        let runtime = match self.vendor {
-            Vendor::Nvidia => "cuda",
-            Vendor::Amd => "rocr",
-            Vendor::Intel => "ze",
-        };
-        format!("{runtime}:{}", self.export)
+        format!("{}:{}", self.vendor.row().runtime, self.export)
     }
 }
