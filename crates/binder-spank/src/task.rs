@@ -223,10 +223,6 @@ impl Env for SpankEnv<'_> {
             _ => (self.get)(name),
         }
     }
-
-    fn flux_taskmap(&self, _: &str) -> Result<String, String> {
-        Err("not a Flux job".into())
-    }
 }
 
 /// A refusal when the user asked Slurm to bind the task too (`srun --cpu-bind=…` other

@@ -164,9 +164,6 @@ mod tests {
         fn var(&self, name: &str) -> Option<String> {
             self.0.get(name).map(|v| (*v).to_owned())
         }
-        fn flux_taskmap(&self, _: &str) -> Result<String, String> {
-            Err("none".into())
-        }
     }
 
     /// 100 (binder) ← 90 (comm `sh`) ← 80 (`hydra_pmi_proxy`) ← 1; process group 70.

@@ -65,8 +65,12 @@ impl fmt::Display for Launcher {
 pub trait Env {
     /// An environment variable, if set.
     fn var(&self, name: &str) -> Option<String>;
-    /// The RFC 34 task map of a Flux job (`flux job taskmap JOBID`), or why not.
-    fn flux_taskmap(&self, jobid: &str) -> Result<String, String>;
+    /// The RFC 34 task map of a Flux job (`flux job taskmap JOBID`), or why not. Only a
+    /// launch under `flux run` on several nodes asks; an environment with no Flux to ask
+    /// keeps this default.
+    fn flux_taskmap(&self, _jobid: &str) -> Result<String, String> {
+        Err("no Flux to ask for the job's task map here".into())
+    }
 }
 
 /// The real process environment.

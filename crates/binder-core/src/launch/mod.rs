@@ -148,21 +148,6 @@ pub fn finish(
     Ok(task_env.vars)
 }
 
-/// Binds this process as a cached [`TaskView`] says (no hwloc topology: the kernel's
-/// `sched_setaffinity`, read back with `sched_getaffinity`) and execs the command.
-/// `--verbose` and `membind` need the topology, so the caller never comes here with them.
-pub fn run_cached(
-    view: &TaskView,
-    identity: &Identity,
-    options: &Options<'_>,
-    stderr: &mut impl Write,
-) -> LaunchError {
-    match prepare_cached(view, identity, options, stderr) {
-        Ok(env) => exec(options.command, &env, options.scrub),
-        Err(e) => e,
-    }
-}
-
 /// Replaces this process with the command. std's `exec` is used rather than a raw
 /// `execvp` because it also resets the signal mask and SIGPIPE (which Rust ignores), so
 /// the application starts with default dispositions.

@@ -24,7 +24,7 @@ impl IndexList {
     }
 
     /// Parses `4-7,9` (also a single number): ranges and numbers, comma separated.
-    fn parse(text: &str) -> Result<IndexList, String> {
+    pub(crate) fn parse(text: &str) -> Result<IndexList, String> {
         let mut out = Vec::new();
         for part in text.split(',').map(str::trim) {
             let (lo, hi) = match part.split_once('-') {

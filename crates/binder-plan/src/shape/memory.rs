@@ -34,9 +34,7 @@ impl Memory {
             return Ok(Memory(nodes.clone()));
         }
         if word.starts_with(|c: char| c.is_ascii_digit()) {
-            let list: IndexList =
-                IndexList::deserialize(de::value::StrDeserializer::<de::value::Error>::new(&word))
-                    .map_err(|e| e.to_string())?;
+            let list = IndexList::parse(&word)?;
             return Ok(Memory(MemNodes::Os(list.indexes().to_vec())));
         }
         let names: Vec<&str> = WORDS.iter().map(|(w, _)| *w).collect();
