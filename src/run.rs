@@ -224,36 +224,41 @@ pub fn run(
     }
     let ranks = identity.rank_known.then_some([identity.rank]);
     let header = format!("binder --dry-run {origin} on {}", config.source);
-    if config.format == report::Format::Pe && plan.ge.is_none() {
-        return Err(Error::Usage(
-            "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
-        ));
-    }
-    if config.format == report::Format::Rankfile {
-        let host = identity::hostname();
-        return report::rankfile(&topology, &plan, &host, out).map_err(|e| match e {
-            report::RankfileError::Output(e) => Error::Output(e),
-            refused => Error::Usage(refused.to_string()),
-        });
-    }
-    if matches!(config.format, report::Format::Map | report::Format::Svg) {
-        // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,
-        // CLICOLOR, CLICOLOR_FORCE, TERM=dumb); NO_COLOR also through `env`.
-        let colour = anstream::AutoStream::choice(&std::io::stdout())
-            != anstream::ColorChoice::Never
-            && env.var("NO_COLOR").is_none();
-        let blocked = report::map::blocked(&topology, &shape.options.reserve)
-            .map_err(binder_plan::PlanError::from)?;
-        return report::picture(
-            &topology,
-            &plan,
-            &blocked,
-            config.format,
-            &header,
-            colour,
-            out,
-        )
-        .map_err(Error::Output);
+    // One dispatch for every output format: those that draw or number the machine take
+    // the topology; the others are the plan's lines (with each task's environment).
+    match config.format {
+        report::Format::Rankfile => {
+            let host = identity::hostname();
+            return report::rankfile(&topology, &plan, &host, out).map_err(|e| match e {
+                report::RankfileError::Output(e) => Error::Output(e),
+                refused => Error::Usage(refused.to_string()),
+            });
+        }
+        report::Format::Map | report::Format::Svg => {
+            // Colour only for a person at a terminal, as anstream decides it (NO_COLOR,
+            // CLICOLOR, CLICOLOR_FORCE, TERM=dumb); NO_COLOR also through `env`.
+            let colour = anstream::AutoStream::choice(&std::io::stdout())
+                != anstream::ColorChoice::Never
+                && env.var("NO_COLOR").is_none();
+            let blocked = report::map::blocked(&topology, &shape.options.reserve)
+                .map_err(binder_plan::PlanError::from)?;
+            return report::picture(
+                &topology,
+                &plan,
+                &blocked,
+                config.format,
+                &header,
+                colour,
+                out,
+            )
+            .map_err(Error::Output);
+        }
+        report::Format::Pe if plan.ge.is_none() => {
+            return Err(Error::Usage(
+                "--format pe prints a Grid Engine request's binding; give one with --ge or `options.ge`".into(),
+            ));
+        }
+        report::Format::Pe | report::Format::Text | report::Format::Json => {}
     }
     fill_ge_topology(&topology, &mut plan);
     let (previews, warnings) = binder_plan::preview(&topology, &plan, &shape, &|k| env.var(k));
