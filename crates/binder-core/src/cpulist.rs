@@ -49,9 +49,116 @@ pub fn taskset_mask(cpus: &[usize]) -> String {
     format!("0x{digits}")
 }
 
+/// Why a range list is not one (each reader words it for its own list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeError {
+    /// A part that is not a whole number or a range of two (`a`, `1-`, an empty part), as
+    /// written.
+    NotANumber(String),
+    /// A range written high to low (`7-4`), as written.
+    Backwards(String),
+    /// A number above the list's largest, as written.
+    TooLarge(String),
+    /// More numbers than the list may hold (counted before repeats merge).
+    TooMany,
+}
+
+/// A read range list: its numbers ascending, each once, and whether one was named twice.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ranges {
+    /// The numbers, ascending, each once.
+    pub values: Vec<usize>,
+    /// Whether a number was named more than once (`0,0`, `0-3,2`).
+    pub repeated: bool,
+}
+
+/// The one reader of range lists (`0-3,8,10-11`; spaces around parts and dashes are
+/// allowed): the kernel's CPU lists, another user's claim, Flux's idsets, a shape's
+/// `index:`/`os_index:`, `memory:` and rank lists, `binder convert`'s lists. Bounded before
+/// it costs memory: a number above `max_value`, or more than `max_count` numbers, is
+/// refused (`0-1048576` repeated would otherwise expand to billions). An empty text is
+/// the empty list.
+pub fn parse_ranges(text: &str, max_value: usize, max_count: usize) -> Result<Ranges, RangeError> {
+    let mut out = Ranges::default();
+    if text.trim().is_empty() {
+        return Ok(out);
+    }
+    let number = |part: &str| -> Result<usize, RangeError> {
+        let digits = part.trim();
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(RangeError::NotANumber(crate::text::clip(part.trim(), 40)));
+        }
+        // Past 20 digits no usize holds it; `max_value` is far below either way.
+        match digits.parse::<usize>() {
+            Ok(n) if n <= max_value => Ok(n),
+            _ => Err(RangeError::TooLarge(crate::text::clip(digits, 40))),
+        }
+    };
+    let mut sorted = true;
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (
+                number(a).map_err(|e| whole(e, part))?,
+                number(b).map_err(|e| whole(e, part))?,
+            ),
+            None => {
+                let a = number(part)?;
+                (a, a)
+            }
+        };
+        if a > b {
+            return Err(RangeError::Backwards(crate::text::clip(part.trim(), 40)));
+        }
+        if out.values.len() + (b - a) >= max_count {
+            return Err(RangeError::TooMany);
+        }
+        sorted &= out.values.last().is_none_or(|&last| last < a);
+        out.values.extend(a..=b);
+    }
+    if !sorted {
+        let before = out.values.len();
+        out.values.sort_unstable();
+        out.values.dedup();
+        out.repeated = out.values.len() != before;
+    }
+    Ok(out)
+}
+
+/// A side of a range that is not a number stands for the whole part (`1-x`, not `x`).
+fn whole(error: RangeError, part: &str) -> RangeError {
+    match error {
+        RangeError::NotANumber(_) => RangeError::NotANumber(crate::text::clip(part.trim(), 40)),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hand-made lists: order, repeats, spaces, and each refusal with its bound.
+    #[test]
+    fn one_reader_for_every_range_list() {
+        let read = |t: &str| parse_ranges(t, 100, 10);
+        assert_eq!(read("0-3,8").unwrap().values, [0, 1, 2, 3, 8]);
+        assert_eq!(read(" 5 , 1 - 2 ").unwrap().values, [1, 2, 5]);
+        assert_eq!(read("").unwrap(), Ranges::default());
+        let again = read("0-3,2").unwrap();
+        assert_eq!((again.values, again.repeated), (vec![0, 1, 2, 3], true));
+        assert!(!read("0,2,4").unwrap().repeated);
+        assert_eq!(read("3-1"), Err(RangeError::Backwards("3-1".into())));
+        assert_eq!(read("1-x"), Err(RangeError::NotANumber("1-x".into())));
+        assert_eq!(read("1,,2"), Err(RangeError::NotANumber(String::new())));
+        assert_eq!(read("+3"), Err(RangeError::NotANumber("+3".into())));
+        assert_eq!(read("101"), Err(RangeError::TooLarge("101".into())));
+        assert_eq!(
+            read(&"9".repeat(30)),
+            Err(RangeError::TooLarge("9".repeat(30)))
+        );
+        assert_eq!(read("0-10"), Err(RangeError::TooMany));
+        assert_eq!(read("0-9").unwrap().values.len(), 10);
+        assert_eq!(read(&"0-9,".repeat(1000)), Err(RangeError::TooMany));
+    }
 
     #[test]
     fn masks_match_hwloc_calc() {

@@ -529,42 +529,11 @@ pub fn parse_list(text: &str) -> Option<Vec<usize>> {
 
 /// [`parse_list`] of at most `max` numbers before deduplication (`None` past that), for
 /// lists another user wrote: `0-1048576` repeated would otherwise expand to billions.
+/// The reader is [`crate::cpulist::parse_ranges`], the one every range list goes through.
 pub fn parse_list_max(text: &str, max: usize) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    if text.is_empty() {
-        return Some(out);
-    }
-    // One pass over the bytes (lists from other users' files may be long).
-    let mut sorted = true;
-    for part in text.as_bytes().split(|&b| b == b',') {
-        let (a, b) = match part.iter().position(|&b| b == b'-') {
-            Some(dash) => (number(&part[..dash])?, number(&part[dash + 1..])?),
-            None => {
-                let a = number(part)?;
-                (a, a)
-            }
-        };
-        if a > b || b > MAX_CPU || out.len() + (b - a) >= max {
-            return None;
-        }
-        sorted &= out.last().is_none_or(|&last| last < a);
-        out.extend(a..=b);
-    }
-    if !sorted {
-        out.sort_unstable();
-        out.dedup();
-    }
-    Some(out)
-}
-
-/// A decimal number of at most 7 digits (CPU numbers stop at [`MAX_CPU`]).
-fn number(digits: &[u8]) -> Option<usize> {
-    if digits.is_empty() || digits.len() > 7 {
-        return None;
-    }
-    digits.iter().try_fold(0usize, |n, &d| {
-        d.is_ascii_digit().then(|| n * 10 + usize::from(d - b'0'))
-    })
+    crate::cpulist::parse_ranges(text, MAX_CPU, max)
+        .ok()
+        .map(|r| r.values)
 }
 
 /// This process's effective uid: whose files the ledger writes, whose processes are

@@ -558,11 +558,10 @@ fn node_list(opt: &str, value: &str) -> Result<String, ConvertError> {
 /// A logical index list (`0-3,8`, `all`) as a shape's `index:` takes it.
 fn check_list(what: &str, list: &str) -> Result<(), ConvertError> {
     let ok = list == "all"
-        || (!list.is_empty()
+        || (!list.trim().is_empty()
             && list.len() <= 512
-            && list
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == ',' || c == '-'));
+            && !list.contains(' ')
+            && binder_core::cpulist::parse_ranges(list, 65_535, 65_536).is_ok());
     if ok {
         Ok(())
     } else {

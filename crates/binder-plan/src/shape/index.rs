@@ -23,25 +23,21 @@ impl IndexList {
         &self.0
     }
 
-    /// Parses `4-7,9` (also a single number): ranges and numbers, comma separated.
+    /// Parses `4-7,9` (also a single number): ranges and numbers, comma separated, read by
+    /// binder's one range-list reader.
     pub(crate) fn parse(text: &str) -> Result<IndexList, String> {
-        let mut out = Vec::new();
-        for part in text.split(',').map(str::trim) {
-            let (lo, hi) = match part.split_once('-') {
-                Some((lo, hi)) => (number(lo)?, number(hi)?),
-                None => (number(part)?, number(part)?),
-            };
-            if lo > hi {
-                return Err(format!(
-                    "`{part}` runs backwards; write the lower index first"
-                ));
-            }
-            out.extend(lo..=hi);
-            if out.len() > MAX_INDEXES {
-                return Err(format!("more than {MAX_INDEXES} indexes"));
-            }
+        use binder_core::cpulist::RangeError;
+        match binder_core::cpulist::parse_ranges(text, MAX_INDEXES - 1, MAX_INDEXES + 1) {
+            Ok(r) => Self::from_vec(r.values),
+            Err(RangeError::NotANumber(part)) => Err(format!(
+                "`{part}` is not an index; write whole numbers from 0 as `4`, `4-7` or `0,2,5`"
+            )),
+            Err(RangeError::Backwards(part)) => Err(format!(
+                "`{part}` runs backwards; write the lower index first"
+            )),
+            Err(RangeError::TooLarge(n)) => Err(format!("index `{n}` is larger than any node has")),
+            Err(RangeError::TooMany) => Err(format!("more than {MAX_INDEXES} indexes")),
         }
-        Self::from_vec(out)
     }
 
     fn from_vec(mut v: Vec<usize>) -> Result<IndexList, String> {
@@ -51,18 +47,6 @@ impl IndexList {
         v.sort_unstable();
         v.dedup();
         Ok(IndexList(v))
-    }
-}
-
-/// One index: a whole number from 0 up to [`MAX_INDEXES`].
-fn number(text: &str) -> Result<usize, String> {
-    let clipped = super::validate::clip(text, binder_core::text::QUOTE_MAX);
-    match text.trim().parse::<usize>() {
-        Ok(n) if n < MAX_INDEXES => Ok(n),
-        Ok(_) => Err(format!("index `{clipped}` is larger than any node has")),
-        Err(_) => Err(format!(
-            "`{clipped}` is not an index; write whole numbers from 0 as `4`, `4-7` or `0,2,5`"
-        )),
     }
 }
 

@@ -44,34 +44,24 @@ impl RankList {
                 binder_core::text::clip(text, 40)
             )
         };
-        let mut ranks = Vec::new();
-        for part in text.split(',').map(str::trim) {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let num = |s: &str| -> Result<usize, String> {
-                s.trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&n| n < MAX_RANK)
-                    .ok_or_else(|| {
-                        bad(&format!(
-                            "`{}` is not a rank below {MAX_RANK}",
-                            binder_core::text::clip(s.trim(), 20)
-                        ))
-                    })
-            };
-            let (a, b) = (num(a)?, num(b)?);
-            if a > b {
-                return Err(bad(&format!("{a}-{b} runs backwards")));
-            }
-            ranks.extend(a..=b);
-            if ranks.len() > MAX_RANK {
-                return Err(bad("too many ranks"));
-            }
-        }
-        ranks.sort_unstable();
-        if ranks.windows(2).any(|w| w[0] == w[1]) {
+        use binder_core::cpulist::RangeError;
+        let read =
+            binder_core::cpulist::parse_ranges(text, MAX_RANK - 1, MAX_RANK + 1).map_err(|e| {
+                match e {
+                    RangeError::NotANumber(part) | RangeError::TooLarge(part) => {
+                        bad(&format!("`{part}` is not a rank below {MAX_RANK}"))
+                    }
+                    RangeError::Backwards(part) => bad(&format!("{part} runs backwards")),
+                    RangeError::TooMany => bad("too many ranks"),
+                }
+            })?;
+        if read.repeated {
             return Err(bad("a rank is named twice"));
         }
+        if read.values.is_empty() {
+            return Err(bad("no rank"));
+        }
+        let ranks = read.values;
         Ok(RankList(ranks))
     }
 }
