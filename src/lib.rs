@@ -16,7 +16,7 @@ use libc as _;
 pub mod cli;
 pub mod config;
 pub mod error;
-pub mod hwbind;
+pub mod host_launch;
 pub mod hwenv;
 pub mod manual;
 mod run;

@@ -14,7 +14,7 @@ use binder_plan::topology::Source;
 use binder_plan::{fill_ge_topology, plan, PlanRequest};
 use binder_plan::{ge, report};
 
-mod ledgered;
+mod front;
 
 /// `binder node`: this host's topology and the ledger, verified.
 fn node(env: &dyn identity::Env, json: bool, out: &mut impl Write) -> Result<(), Error> {
@@ -182,7 +182,7 @@ pub fn run(
         let mut job = Job::new(&origin, &key, &identity, &envelope);
         job.gpus_per_task = config.gpus_per_task;
         job.verbose = config.verbose;
-        return Err(ledgered::launch(
+        return Err(front::launch(
             &job, config, &shape, grant, env, command, err,
         ));
     }

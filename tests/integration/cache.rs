@@ -48,7 +48,7 @@ fn a_hit_gives_the_cold_plan_on_every_shared_topology() {
                     continue;
                 };
                 let views: Vec<TaskView> = (0..n)
-                    .map(|r| binder_plan::view::launch_view(&plan, &shape, r))
+                    .map(|r| binder_plan::rank_view::launch_view(&plan, &shape, r))
                     .collect();
                 let key = Key {
                     format: 1,

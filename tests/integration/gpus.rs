@@ -317,8 +317,8 @@ fn launch_child() {
         started_on: None,
         inherited: &binder_core::launch::process_env,
     };
-    let view = binder_plan::view::launch_view(&plan, &shape, 1);
-    let err = binder::hwbind::run(
+    let view = binder_plan::rank_view::launch_view(&plan, &shape, 1);
+    let err = binder::host_launch::run(
         &topology,
         &view,
         &identity,

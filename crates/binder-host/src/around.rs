@@ -168,7 +168,7 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
 /// Every rank's view of `plan`.
 pub fn views(plan: &binder_plan::distribute::Plan, shape: &Shape) -> Vec<TaskView> {
     (0..plan.tasks.len())
-        .map(|r| binder_plan::view::launch_view(plan, shape, r))
+        .map(|r| binder_plan::rank_view::launch_view(plan, shape, r))
         .collect()
 }
 

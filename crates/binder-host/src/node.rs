@@ -44,7 +44,7 @@ pub struct Level {
 
 /// One job's row.
 #[derive(Debug, Clone, Serialize)]
-pub struct Job {
+pub struct JobRow {
     /// Job id.
     pub job: String,
     /// Owner's name (or uid).
@@ -101,7 +101,7 @@ pub struct Node {
     /// `bound / allowed`.
     pub fill_factor: f64,
     /// Jobs that count.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobRow>,
     /// Metrics per level.
     pub levels: Vec<Level>,
     /// Files ignored.
@@ -210,7 +210,7 @@ pub fn build(
                 }
             })
             .collect();
-        jobs.push(Job {
+        jobs.push(JobRow {
             job: job_name(&job.job.0),
             user: printable(&user(job.owner), 32),
             uid: job.owner,

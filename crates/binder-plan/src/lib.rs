@@ -25,12 +25,12 @@ pub mod gpu;
 pub mod nic;
 pub mod pack;
 pub mod planner;
+pub mod rank_view;
 pub mod report;
 pub mod select;
 pub mod shape;
 pub mod topology;
 pub mod unit;
-pub mod view;
 
 pub use error::PlanError;
 pub use planner::{fill_ge_topology, plan, plan_around, plan_traced, preview, PlanRequest};

@@ -184,7 +184,7 @@ pub fn claim<'l, P: Planner>(
     let guard = ledger
         .lock()
         .map_err(|e| Stopped::Uncoordinated(e.to_string()))?;
-    let mut flow = Flow {
+    let mut flow = Attempt {
         ledger,
         key: format!(
             "{}\n#size:{}\n#gpus:{:?}",
@@ -217,7 +217,7 @@ pub fn claim<'l, P: Planner>(
 }
 
 /// One launch's state through the ledger.
-struct Flow<'a, 'j> {
+struct Attempt<'a, 'j> {
     ledger: &'a Ledger,
     /// What the plan depends on: the job's text, its size and `--gpus-per-task`.
     key: String,
@@ -236,7 +236,7 @@ struct Flow<'a, 'j> {
     lineage: std::cell::OnceCell<Vec<(u32, u64)>>,
 }
 
-impl Flow<'_, '_> {
+impl Attempt<'_, '_> {
     /// Plans or joins, binds, claims and settles; this task's view and job id.
     fn run<P: Planner>(
         &mut self,

@@ -26,7 +26,7 @@ pub fn preview(
         .iter()
         .enumerate()
         .map(|(rank, task)| {
-            let view = crate::view::task_view(plan, rank);
+            let view = crate::rank_view::task_view(plan, rank);
             let who = identity::Identity::given(rank, size);
             let env = binder_core::launch::env::task_env(
                 &view,

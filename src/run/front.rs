@@ -27,7 +27,7 @@ pub(super) fn load_host(shape: &Shape, gpus_per_task: Option<usize>) -> Result<T
     if crate::hwenv::trust_own_xml(&t) {
         t = binder_host::for_shape(shape, &Source::Host, gpus_per_task)?;
     }
-    crate::hwbind::this_system(&t)?;
+    crate::host_launch::this_system(&t)?;
     Ok(t)
 }
 
@@ -71,7 +71,7 @@ impl<'a> Front for Cli<'a> {
             ..launch_options(self.config, view, self.command, &self.scrub)
         };
         let topology = self.planner.topology.as_ref();
-        Ok(crate::hwbind::prepare(
+        Ok(crate::host_launch::prepare(
             view,
             topology,
             self.identity,
