@@ -150,13 +150,15 @@ fn refusal_hints_fit_the_shape() {
         &["--local-size", "3", "--synthetic", "core:4 pu:2"],
     );
     assert_eq!(code, 125);
-    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 PUs in the pool; run fewer tasks per node, or select more resources\n");
+    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 PUs in the pool; run fewer tasks per node, select more resources, or let tasks share units (`oversubscribe: true`)\n");
     let (_, _, err) = dry(
         "resources:\n  - type: core\n    count: 2\n",
         &["--local-size", "3", "--synthetic", "core:4 pu:2"],
     );
     assert!(
-        err.ends_with("or bind to a finer unit (`bind: pu`)\n"),
+        err.ends_with(
+            "bind to a finer unit (`bind: pu`), or let tasks share units (`oversubscribe: true`)\n"
+        ),
         "{err}"
     );
     // Without SMT a finer unit gives nothing more (#46).
@@ -164,7 +166,7 @@ fn refusal_hints_fit_the_shape() {
         "resources:\n  - type: core\n    count: 2\n",
         &["--local-size", "3", "--synthetic", "core:4 pu:1"],
     );
-    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 cores in the pool; run fewer tasks per node, or select more resources\n");
+    assert_eq!(err, "binder: s.yaml: 3 tasks but only 2 cores in the pool; run fewer tasks per node, select more resources, or let tasks share units (`oversubscribe: true`)\n");
     let (code, _, err) = dry(
         "resources:\n  - type: package\n    with:\n      - type: slot\n",
         &["--local-size", "2", "--synthetic", "pack:1 core:4 pu:1"],
@@ -486,4 +488,44 @@ fn memory_picks_nodes_by_kind_or_number() {
         );
         assert_eq!(on(&shape(other), &xml).0, 125, "{subtype} is no {other}");
     }
+}
+
+/// `oversubscribe: true` (issue 46's last row): more tasks than units deals the units
+/// again from the first, as Open MPI 4.1's `--oversubscribe --bind-to
+/// core:overload-allowed` does (seen on this VM's 2 cores: ranks 0, 2, 4 on core 0 and 1,
+/// 3 on core 1). By hand on 4 one-PU cores: 6 tasks, ranks 4 and 5 get cores 0 and 1,
+/// and the text says the tasks share; slots are dealt again the same way. Without it the
+/// refusal names the option; with `ranks:` it is refused.
+#[test]
+fn oversubscribe_deals_the_units_again() {
+    let node = ["--synthetic", "core:4 pu:1", "--local-size", "6"];
+    let shape = "options:\n  oversubscribe: true\nresources:\n  - type: core\n    count: all\n";
+    let (code, out, err) = dry(shape, &node);
+    assert_eq!(code, 0, "{err}");
+    let cpus: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("rank "))
+        .map(|l| l.split_whitespace().nth(4).unwrap())
+        .collect();
+    assert_eq!(cpus, ["0", "1", "2", "3", "0", "1"], "{out}");
+    assert!(
+        out.contains("oversubscribed: 6 tasks share their units"),
+        "{out}"
+    );
+    let slots = "options:\n  oversubscribe: true\nresources:\n  - type: slot\n    count: all\n    with:\n      - type: core\n";
+    let (code, out, err) = dry(slots, &node);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rank 5/6  core:1  cpus 1"), "{out}");
+    // Four tasks fit: nothing is shared, nothing said.
+    let (_, out, _) = dry(shape, &["--synthetic", "core:4 pu:1", "--local-size", "4"]);
+    assert!(!out.contains("oversubscribed"), "{out}");
+    let (code, _, err) = dry(&shape.replace("  oversubscribe: true\n", ""), &node);
+    assert_eq!(code, 125);
+    assert!(
+        err.contains("or let tasks share units (`oversubscribe: true`)"),
+        "{err}"
+    );
+    let (code, _, err) = dry(&format!("{shape}ranks:\n  0:\n    bind: none\n"), &node);
+    assert_eq!(code, 125);
+    assert!(err.contains("`oversubscribe` with `ranks:`"), "{err}");
 }

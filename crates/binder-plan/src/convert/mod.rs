@@ -107,6 +107,8 @@ pub(crate) struct Want {
     pub membind: Option<&'static str>,
     /// `options.memory`: NUMA node numbers or `all`, when not the task's own nodes.
     pub memory: Option<String>,
+    /// `options.oversubscribe` (Open MPI's `--oversubscribe`, Slurm's `--overcommit`).
+    pub oversubscribe: bool,
     /// Every task's objects named outright (`hwloc-bind core:0-3`, `numactl -N 1`):
     /// the type and its logical index list.
     pub fixed: Option<(&'static str, String)>,
@@ -128,6 +130,7 @@ impl Default for Want {
             bind: None,
             membind: None,
             memory: None,
+            oversubscribe: false,
             fixed: None,
             fixed_os: false,
             per_rank: Vec::new(),
@@ -157,6 +160,9 @@ impl Want {
         }
         if let Some(memory) = &self.memory {
             options.push(format!("  memory: {memory}"));
+        }
+        if self.oversubscribe {
+            options.push("  oversubscribe: true".to_owned());
         }
         if !options.is_empty() {
             out.push_str("options:\n");

@@ -86,6 +86,7 @@ pub(super) fn ompi(words: &[String], notes: &mut Vec<String>) -> Result<Want, Co
     let mut rank_by = None;
     let mut hwthreads = false;
     let mut pe = None;
+    let mut oversubscribe = false;
     for (opt, value) in pairs(words, &valued)? {
         match opt.as_str() {
             "--map-by" => map = Some(value),
@@ -96,12 +97,16 @@ pub(super) fn ompi(words: &[String], notes: &mut Vec<String>) -> Result<Want, Co
             "-np" | "-n" | "--np" => notes.push(format!(
                 "`{opt} {value}` left out: binder takes the task count from the launcher"
             )),
-            "--report-bindings" | "--display-map" | "--oversubscribe" => {}
+            "--report-bindings" | "--display-map" => {}
+            "--oversubscribe" => oversubscribe = true,
             "" => return refuse(format!("`{value}` is no option; give only mpirun's options (the program goes after binder's `--`)")),
-            _ => return refuse(format!("`{opt}` is not an Open MPI mapping option binder converts (it reads --map-by, --bind-to, --rank-by, --use-hwthread-cpus, --cpus-per-proc)")),
+            _ => return refuse(format!("`{opt}` is not an Open MPI mapping option binder converts (it reads --map-by, --bind-to, --rank-by, --use-hwthread-cpus, --cpus-per-proc, --oversubscribe)")),
         }
     }
-    let mut want = Want::default();
+    let mut want = Want {
+        oversubscribe,
+        ..Want::default()
+    };
     let map = map.unwrap_or_else(|| {
         notes.push("no --map-by: Open MPI maps by core for 2 processes or fewer and by socket (4.1) or NUMA node (5.0) above; converted as --map-by core".into());
         "core".into()
@@ -147,8 +152,12 @@ pub(super) fn ompi(words: &[String], notes: &mut Vec<String>) -> Result<Want, Co
         let m = modifier.to_ascii_uppercase();
         if let Some(n) = m.strip_prefix("PE=") {
             pe = Some(count("PE", n)?);
-        } else if m == "SPAN" || m == "OVERSUBSCRIBE" || m == "NOOVERSUBSCRIBE" || m == "FILL" {
-            notes.push(format!("`:{modifier}` left out: binder deals the node's units as the shape says, and refuses more tasks than units"));
+        } else if m == "OVERSUBSCRIBE" {
+            want.oversubscribe = true;
+        } else if m == "SPAN" || m == "NOOVERSUBSCRIBE" || m == "FILL" {
+            notes.push(format!(
+                "`:{modifier}` left out: binder deals the node's units as the shape says"
+            ));
         } else if object != "ppr" {
             return refuse(format!("`--map-by {map}`: the modifier `{modifier}` is not one binder converts (PE=n, SPAN, OVERSUBSCRIBE)"));
         }
@@ -259,11 +268,12 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
                 want.over = Some("socket");
                 want.per_container = Some(count(&opt, &value)?);
             }
+            "--overcommit" | "-O" => want.oversubscribe = true,
             "--ntasks" | "-n" | "--nodes" | "-N" | "--ntasks-per-node" => notes.push(format!(
                 "`{opt} {value}` left out: Slurm places tasks on nodes, binder on each node"
             )),
             "" => return refuse(format!("`{value}` is no option; give only Slurm's options")),
-            _ => return refuse(format!("`{opt}` is not a Slurm binding option binder converts (it reads --cpu-bind, --distribution, -c, --hint, --ntasks-per-core, --ntasks-per-socket, --threads-per-core)")),
+            _ => return refuse(format!("`{opt}` is not a Slurm binding option binder converts (it reads --cpu-bind, --distribution, -c, --hint, --ntasks-per-core, --ntasks-per-socket, --threads-per-core, --overcommit)")),
         }
     }
     // A map or mask list runs to the end of the value (its commas are the list's); it

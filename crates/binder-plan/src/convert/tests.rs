@@ -52,6 +52,16 @@ fn open_mpi() {
         body(Peer::Ompi, "--bind-to none"),
         "options:\n  bind: none\nresources:\n  - type: machine\n"
     );
+    // Oversubscription, as a flag or a mapping modifier.
+    for line in [
+        "--oversubscribe --map-by core",
+        "--map-by core:OVERSUBSCRIBE",
+    ] {
+        assert!(
+            body(Peer::Ompi, line).starts_with("options:\n  oversubscribe: true\n"),
+            "{line}"
+        );
+    }
     let got = convert(Peer::Ompi, &words("-np 4 --map-by core")).unwrap();
     assert!(got.notes.iter().any(|n| n.contains("-np 4")), "{got:?}");
     for bad in [
@@ -80,6 +90,8 @@ fn slurm() {
     );
     assert!(body(Peer::Slurm, "--cpu-bind=cores -m *:block").contains("  bind: core\n"));
     assert!(body(Peer::Slurm, "--cpu-bind=sockets").contains("  bind: socket\n"));
+    assert!(body(Peer::Slurm, "--overcommit -m *:block").contains("  oversubscribe: true\n"));
+    assert!(body(Peer::Slurm, "-O -m *:block").contains("  oversubscribe: true\n"));
     assert!(body(Peer::Slurm, "--cpu-bind=verbose,ldoms").contains("  bind: numa\n"));
     let per_socket = body(Peer::Slurm, "--ntasks-per-socket=2 --cpu-bind=cores");
     assert!(

@@ -91,7 +91,7 @@ pub enum DistributeError {
         hint: String,
     },
     /// More tasks than slots.
-    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} task{s} per node, or ask for more, smaller slots", s = if *.slots == 1 { "" } else { "s" })]
+    #[error("{origin}: {tasks} tasks but the shape has only {slots} slot(s) on {source_desc} ({detail}); run at most {slots} task{s} per node, ask for more, smaller slots, or let tasks share them (`oversubscribe: true`)", s = if *.slots == 1 { "" } else { "s" })]
     TooFewSlots {
         /// The shape file.
         origin: String,
@@ -174,6 +174,10 @@ fn too_few(
     fixes.push("select more resources");
     if unit == Unit::Core && finer {
         fixes.push("bind to a finer unit (`bind: pu`)");
+    }
+    // `oversubscribe` deals a whole pool again; a GPU's locality is dealt apart.
+    if tasks > 1 && units > 0 && scope.is_empty() {
+        fixes.push("let tasks share units (`oversubscribe: true`)");
     }
     let fixes = match fixes.split_last() {
         Some((last, [])) => (*last).to_owned(),

@@ -183,6 +183,31 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// This plan's tasks dealt again from the first until there are `size` (task `r`
+    /// gets what task `r mod n` got): `oversubscribe`'s plan, made for as many tasks as
+    /// there are units.
+    pub(crate) fn dealt_again(mut self, size: usize) -> Plan {
+        let n = self.tasks.len().max(1);
+        let tasks: Vec<Task> = (0..size)
+            .map(|r| Task {
+                local_rank: r,
+                ..self.tasks[r % n].clone()
+            })
+            .collect();
+        self.tasks = tasks;
+        self
+    }
+
+    /// Whether two tasks were dealt one unit (an oversubscribed plan). Tasks whose
+    /// binding width overlaps (`bind: numa` around distinct cores) were not.
+    pub fn oversubscribed(&self) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        self.tasks
+            .iter()
+            .flat_map(|t| t.units.iter().map(|u| u.pus.clone()))
+            .any(|pus| !seen.insert(pus))
+    }
+
     /// The unit of local rank `rank`: its rule's, else the plan's.
     pub fn unit_of(&self, rank: usize) -> UnitChoice {
         self.tasks[rank].unit.unwrap_or(self.unit)

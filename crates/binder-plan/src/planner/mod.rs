@@ -110,7 +110,43 @@ impl<'a> PlanRequest<'a> {
 /// with the shape around all of it, as if they were the whole job. A rule with
 /// `bind: none` and no resources takes nothing.
 pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
-    ranks::plan(request, None).and_then(|plan| memory_fits(request, plan))
+    oversubscribed(request, ranks::plan(request, None), |fit| {
+        ranks::plan(fit, None)
+    })
+    .and_then(|plan| memory_fits(request, plan))
+}
+
+/// With `options.oversubscribe`, a plan refused for too few units (or slots) is made for
+/// as many tasks as there are, and dealt again from its first task: task `r` gets what
+/// task `r mod units` got (SEMANTICS §11, as Open MPI's `--oversubscribe` round robin).
+/// Only for a pool that is the whole selection (not a GPU's locality) and shapes without
+/// `ranks:` (refused by the shape's checks).
+fn oversubscribed(
+    request: &PlanRequest<'_>,
+    planned: Result<Plan, PlanError>,
+    again: impl FnOnce(&PlanRequest<'_>) -> Result<Plan, PlanError>,
+) -> Result<Plan, PlanError> {
+    use crate::distribute::DistributeError::{TooFewSlots, TooFewUnits};
+    if !request.shape.options.oversubscribe {
+        return planned;
+    }
+    let units = match &planned {
+        Err(PlanError::Distribute(TooFewUnits { units, scope, .. }))
+            if *units > 0 && scope.is_empty() =>
+        {
+            *units
+        }
+        Err(PlanError::Distribute(TooFewSlots { slots, .. })) if *slots > 0 => *slots,
+        _ => return planned,
+    };
+    let fit = PlanRequest {
+        local_size: units,
+        ..*request
+    };
+    match again(&fit) {
+        Ok(base) => Ok(base.dealt_again(request.local_size)),
+        Err(_) => planned,
+    }
 }
 
 /// The plan, if every task with a memory policy has NUMA nodes to apply it on (`memory:
@@ -153,5 +189,7 @@ pub fn plan_traced(
     request: &PlanRequest<'_>,
     trace: &mut Vec<select::Step>,
 ) -> Result<Plan, PlanError> {
-    ranks::plan(request, Some(trace)).and_then(|plan| memory_fits(request, plan))
+    let planned = ranks::plan(request, Some(trace));
+    oversubscribed(request, planned, |fit| ranks::plan(fit, None))
+        .and_then(|plan| memory_fits(request, plan))
 }

@@ -182,6 +182,13 @@ pub(super) fn render(
             logical.len()
         )?;
     }
+    if plan.oversubscribed() {
+        writeln!(
+            out,
+            "oversubscribed: {} tasks share their units (`oversubscribe: true`)",
+            plan.tasks.len()
+        )?;
+    }
     if let Some(line) = kinds_line(plan) {
         writeln!(out, "{line}")?;
     }

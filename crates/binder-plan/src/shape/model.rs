@@ -90,6 +90,10 @@ pub struct Options {
     /// When too few units are free, take units other jobs hold instead of refusing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub share: bool,
+    /// More tasks than units: deal the units again from the first, so that tasks share
+    /// them (Open MPI's `--oversubscribe`, Slurm's `--overcommit`); without it, refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oversubscribe: bool,
 }
 
 impl Options {

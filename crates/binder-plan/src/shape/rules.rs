@@ -64,6 +64,9 @@ impl Shape {
         {
             return Err("`memory:` with `membind: none`; `memory` says where a memory policy puts pages, so give `membind: local`, `interleave` or `preferred`, or drop `memory`".to_owned());
         }
+        if self.options.oversubscribe && !self.ranks.is_empty() {
+            return Err("`oversubscribe` with `ranks:`: rules give their ranks units of their own; oversubscribe a shape without rules, or give the rules fewer ranks".to_owned());
+        }
         if self.options.ge.as_deref().is_some_and(broken) {
             return Err("`options.ge` holds a line break or control character; write the Grid Engine request on one line, as qsub takes it".to_owned());
         }
