@@ -113,6 +113,18 @@ pub struct Task {
     pub unit: Option<UnitChoice>,
 }
 
+impl Task {
+    /// The CPUs whose NUMA nodes its memory policy uses: its own, or for an unbound task
+    /// (`bind: none`) every allowed one (a launch uses the affinity it inherited).
+    pub(crate) fn memory_cpus(&self, topology: &Topology) -> CpuSet {
+        if self.units.is_empty() {
+            topology.allowed()
+        } else {
+            self.cpuset.clone()
+        }
+    }
+}
+
 /// How many objects of each container level a task's cpuset touches (SEMANTICS §10);
 /// objects with identical cpusets (a cluster's DDR and MCDRAM NUMA nodes) count once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

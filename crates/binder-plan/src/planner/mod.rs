@@ -110,10 +110,7 @@ impl<'a> PlanRequest<'a> {
 /// with the shape around all of it, as if they were the whole job. A rule with
 /// `bind: none` and no resources takes nothing.
 pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
-    oversubscribed(request, ranks::plan(request, None), |fit| {
-        ranks::plan(fit, None)
-    })
-    .and_then(|plan| memory_fits(request, plan))
+    oversubscribed(request, ranks::plan(request, None)).and_then(|plan| memory_fits(request, plan))
 }
 
 /// With `options.oversubscribe`, a plan refused for too few units (or slots) is made for
@@ -124,7 +121,6 @@ pub fn plan(request: &PlanRequest<'_>) -> Result<Plan, PlanError> {
 fn oversubscribed(
     request: &PlanRequest<'_>,
     planned: Result<Plan, PlanError>,
-    again: impl FnOnce(&PlanRequest<'_>) -> Result<Plan, PlanError>,
 ) -> Result<Plan, PlanError> {
     use crate::distribute::DistributeError::{TooFewSlots, TooFewUnits};
     if !request.shape.options.oversubscribe {
@@ -143,7 +139,7 @@ fn oversubscribed(
         local_size: units,
         ..*request
     };
-    match again(&fit) {
+    match ranks::plan(&fit, None) {
         Ok(base) => Ok(base.dealt_again(request.local_size)),
         Err(_) => planned,
     }
@@ -156,15 +152,9 @@ fn memory_fits(request: &PlanRequest<'_>, plan: Plan) -> Result<Plan, PlanError>
         let Some(policy) = request.shape.membind_for(rank) else {
             continue;
         };
-        let allowed;
-        let cpus = if task.units.is_empty() {
-            allowed = request.topology.allowed();
-            &allowed
-        } else {
-            &task.cpuset
-        };
+        let cpus = task.memory_cpus(request.topology);
         let memory = request.shape.memory_for(rank);
-        topology::memory_nodes(request.topology, cpus, policy, &memory).map_err(|why| {
+        topology::memory_nodes(request.topology, &cpus, policy, &memory).map_err(|why| {
             crate::distribute::DistributeError::NoMemory {
                 origin: request.origin.to_owned(),
                 rank,
@@ -190,6 +180,5 @@ pub fn plan_traced(
     trace: &mut Vec<select::Step>,
 ) -> Result<Plan, PlanError> {
     let planned = ranks::plan(request, Some(trace));
-    oversubscribed(request, planned, |fit| ranks::plan(fit, None))
-        .and_then(|plan| memory_fits(request, plan))
+    oversubscribed(request, planned).and_then(|plan| memory_fits(request, plan))
 }

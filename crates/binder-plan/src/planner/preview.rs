@@ -39,15 +39,9 @@ pub fn preview(
             }
             let policy = shape.membind_for(rank);
             let mems = policy.map(|policy| {
-                let allowed;
-                let cpus = if task.units.is_empty() {
-                    allowed = topology.allowed();
-                    &allowed
-                } else {
-                    &task.cpuset
-                };
+                let cpus = task.memory_cpus(topology);
                 // The plan checked that every task's nodes exist (`memory_fits`).
-                crate::topology::memory_nodes(topology, cpus, policy, &shape.memory_for(rank))
+                crate::topology::memory_nodes(topology, &cpus, policy, &shape.memory_for(rank))
                     .unwrap_or_default()
             });
             report::Preview {
