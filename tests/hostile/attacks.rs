@@ -18,31 +18,12 @@ const USERS: [&str; 3] = ["binder-alice", "binder-bob", "binder-mallory"];
 fn can_run() -> bool {
     let root = rustix::process::geteuid().is_root();
     common::prerequisite(
-        root && common::has("unshare") && common::has("setpriv") && common::has("useradd"),
-        "root with unshare, setpriv and useradd (the hostile-user tests)",
+        root && common::has("unshare")
+            && common::has("setpriv")
+            && common::has("useradd")
+            && common::has("userdel"),
+        "root with unshare, setpriv, useradd and userdel (the hostile-user tests, which make their users and remove them)",
     )
-}
-
-/// Makes the three users once (no home, no login shell).
-fn users() {
-    for user in USERS {
-        let known = Command::new("id")
-            .arg(user)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !known {
-            let made = Command::new("useradd")
-                .args(["--no-create-home", "--shell", "/usr/sbin/nologin", user])
-                .status()
-                .is_ok_and(|s| s.success());
-            // Two tests may race to make the same user: it exists either way.
-            let now = Command::new("id")
-                .arg(user)
-                .output()
-                .is_ok_and(|o| o.status.success());
-            assert!(made || now, "cannot create user {user}");
-        }
-    }
 }
 
 /// Runs one scenario; its stdout and stderr.
@@ -50,7 +31,6 @@ fn scenario(name: &str, env: &[(&str, &str)]) -> Option<(String, String)> {
     if !can_run() {
         return None;
     }
-    users();
     let out = Command::new("unshare")
         // The script makes the namespace's mounts private itself: `--propagation private`
         // fails in a chroot, where / is no mount point.
@@ -160,6 +140,26 @@ fn honest(name: &str, stdout: &str, stderr: &str) {
 fn forged_cpu_numbers_beyond_any_node_crash_nothing() {
     if let Some((out, err)) = scenario("huge-cpu", &[]) {
         honest("huge-cpu", &out, &err);
+        users_are_gone();
+    }
+}
+
+/// The scenario's users were removed when it ended: checked under the scenarios' own
+/// lock (`/tmp/binder-hostile.lock`), so no other scenario has made them again meanwhile.
+fn users_are_gone() {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/tmp/binder-hostile.lock")
+        .unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    for user in USERS {
+        let known = Command::new("id")
+            .arg(user)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(!known, "{user} outlived its scenario");
     }
 }
 

@@ -6,7 +6,8 @@
 #
 # Run as root inside a private mount namespace: /dev/shm (binder's default ledger root)
 # becomes a fresh tmpfs that nobody set up, so the host's is never touched. The users
-# binder-alice, binder-bob and binder-mallory must exist (tests/hostile/attacks.rs makes them).
+# binder-alice, binder-bob and binder-mallory are made for the scenario and removed after
+# it (a user left by a run that was killed is taken over, then removed).
 # Prints lines the Rust test reads:
 #   run USER TAG rc=N ms=N cpus=LIST      one launch of a 1-core job
 #   task JOB RANK CPUS T0 T1              one task of a short job (ns, monotonic)
@@ -33,7 +34,24 @@ if mount --make-rprivate /proc 2>/dev/null; then
 fi
 scratch=$(mktemp -d /tmp/binder-hostile.XXXXXX)
 chmod 1777 "$scratch"
-trap 'pkill -KILL -u binder-mallory 2>/dev/null; pkill -KILL -u binder-alice 2>/dev/null; pkill -KILL -u binder-bob 2>/dev/null; rm -rf "$scratch"' EXIT
+# The users, for this scenario only (no home, no login shell): made under the lock above,
+# so scenarios never race for /etc/passwd, and removed on the way out.
+for u in alice bob mallory; do
+  id "binder-$u" >/dev/null 2>&1 ||
+    useradd --no-create-home --shell /usr/sbin/nologin "binder-$u" ||
+    { echo "cannot create user binder-$u" >&2; exit 77; }
+done
+finish() {
+  for u in alice bob mallory; do pkill -KILL -u "binder-$u" 2>/dev/null; done
+  # userdel refuses a user whose processes still run: wait for the kills to land.
+  for _ in $(seq 40); do
+    pgrep -u binder-alice,binder-bob,binder-mallory >/dev/null 2>&1 || break
+    sleep 0.05
+  done
+  for u in alice bob mallory; do userdel "binder-$u" 2>/dev/null; done
+  rm -rf "$scratch"
+}
+trap finish EXIT
 # Each user's home (where binder keeps the key of its secret ledger name), unless NOHOME.
 for u in alice bob mallory; do
   install -d -m 700 -o "binder-$u" -g "binder-$u" "$scratch/home-$u"
