@@ -292,6 +292,14 @@ pub(super) fn slurm(words: &[String], notes: &mut Vec<String>) -> Result<Want, C
                     "-c and --distribution left out: a map or mask names each task's CPUs".into(),
                 );
             }
+            if want.oversubscribe {
+                // Rank rules give each rank CPUs of its own (the shape refuses both).
+                notes.push(
+                    "--overcommit left out: a map or mask gives each listed task its own CPUs"
+                        .into(),
+                );
+                want.oversubscribe = false;
+            }
             want.over = None;
             want.per_container = None;
             return Ok(want);

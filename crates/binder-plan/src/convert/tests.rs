@@ -156,6 +156,8 @@ fn slurm_maps_and_masks_are_rank_rules() {
     // The mask is read from its lowest bit, past 64 bits.
     let wide = format!("--cpu-bind=mask_cpu:0x1{}", "0".repeat(20));
     assert!(body(Peer::Slurm, &wide).contains("os_index: 80\n"));
+    // --overcommit beside a map is left out, so the shape still parses.
+    assert!(!body(Peer::Slurm, "-O --cpu-bind=map_cpu:0,1").contains("oversubscribe"));
     let notes = convert(Peer::Slurm, &words("-c 2 --cpu-bind=map_cpu:0"))
         .unwrap()
         .notes;
