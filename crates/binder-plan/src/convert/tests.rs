@@ -263,3 +263,93 @@ fn the_catalogs_peer_shapes_are_the_conversions() {
         catalog(include_str!("../../../../shapes/cores-2-per-task.yaml"))
     );
 }
+
+/// Whatever a peer's options combine to, a conversion either refuses with a reason or
+/// prints a shape that parses (found by hand once: `--overcommit` beside a `map_cpu` made
+/// a shape with `ranks:` and `oversubscribe`, which the shape refuses together).
+mod combined {
+    use super::*;
+    use proptest::prelude::*;
+
+    const OMPI: &[&str] = &[
+        "--map-by",
+        "core",
+        "socket:PE=2",
+        "numa",
+        "ppr:2:socket",
+        "hwthread",
+        "l3cache:OVERSUBSCRIBE",
+        "--bind-to",
+        "core",
+        "socket",
+        "none",
+        "hwthread",
+        "--rank-by",
+        "--oversubscribe",
+        "--use-hwthread-cpus",
+        "--cpus-per-proc",
+        "2",
+        "-np",
+        "4",
+    ];
+    const SLURM: &[&str] = &[
+        "-c",
+        "2",
+        "--hint=nomultithread",
+        "-m",
+        "block:block",
+        "*:cyclic",
+        "--cpu-bind=cores",
+        "--cpu-bind=map_cpu:0,2",
+        "--cpu-bind=mask_ldom:0x1,0x2",
+        "--cpu-bind=none",
+        "-O",
+        "--ntasks-per-socket=2",
+        "--ntasks-per-core=2",
+        "--threads-per-core=1",
+    ];
+    const NUMACTL: &[&str] = &[
+        "-N",
+        "0",
+        "1",
+        "-m",
+        "all",
+        "0-1",
+        "-i",
+        "-l",
+        "-p",
+        "-C",
+        "0-3",
+        "--interleave=all",
+    ];
+    const HWLOC: &[&str] = &[
+        "core:0-3",
+        "socket:1",
+        "numa:0",
+        "pu:2",
+        "--membind",
+        "-p",
+        "all",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn a_conversion_parses_or_refuses(peer in 0usize..4, picks in prop::collection::vec(0usize..32, 0..7)) {
+            let (peer, vocab) = match peer {
+                0 => (Peer::Ompi, OMPI),
+                1 => (Peer::Slurm, SLURM),
+                2 => (Peer::Numactl, NUMACTL),
+                _ => (Peer::HwlocBind, HWLOC),
+            };
+            let words: Vec<String> = picks.iter().map(|&i| vocab[i % vocab.len()].to_owned()).collect();
+            match convert(peer, &words) {
+                Ok(got) => {
+                    let parsed = crate::shape::Shape::from_yaml(&got.shape, "converted");
+                    prop_assert!(parsed.is_ok(), "{words:?}: {:?}\n{}", parsed.err(), got.shape);
+                }
+                Err(e) => prop_assert!(!e.0.is_empty()),
+            }
+        }
+    }
+}
