@@ -49,6 +49,28 @@ pub fn taskset_mask(cpus: &[usize]) -> String {
     format!("0x{digits}")
 }
 
+/// The CPUs of a hex mask as taskset and Slurm's `mask_cpu` write it (`0xF0`, `3`; bit
+/// N is CPU N, read from the right): the reader of [`taskset_mask`]'s form. `None` for a
+/// digit that is not hex, an empty mask, or one of more than `max_digits` digits (a mask
+/// another program wrote stays bounded).
+pub fn parse_hex_mask(text: &str, max_digits: usize) -> Option<Vec<usize>> {
+    let text = text.trim();
+    let hex = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    if hex.is_empty() || hex.len() > max_digits {
+        return None;
+    }
+    let mut cpus = Vec::new();
+    for (i, c) in hex.chars().rev().enumerate() {
+        let digit = c.to_digit(16)?;
+        cpus.extend((0..4).filter(|b| digit >> b & 1 == 1).map(|b| i * 4 + b));
+    }
+    cpus.sort_unstable();
+    Some(cpus)
+}
+
 /// Why a range list is not one (each reader words it for its own list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RangeError {
@@ -171,6 +193,19 @@ mod tests {
         );
         assert_eq!(hwloc_mask(&[0, 1, 2, 3]), "0x0000000f");
         assert_eq!(hwloc_mask(&[]), "0x0");
+    }
+
+    #[test]
+    fn hex_masks_read_back() {
+        assert_eq!(parse_hex_mask("0xF0", 16), Some(vec![4, 5, 6, 7]));
+        assert_eq!(parse_hex_mask(" 3 ", 16), Some(vec![0, 1]));
+        assert_eq!(parse_hex_mask("0x0", 16), Some(vec![]));
+        for cpus in [vec![0, 192], vec![4], vec![1, 40, 63, 64]] {
+            assert_eq!(parse_hex_mask(&taskset_mask(&cpus), 64), Some(cpus));
+        }
+        assert_eq!(parse_hex_mask("0xG", 16), None);
+        assert_eq!(parse_hex_mask("0x", 16), None);
+        assert_eq!(parse_hex_mask("1ff", 2), None);
     }
 
     #[test]

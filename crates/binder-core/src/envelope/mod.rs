@@ -282,21 +282,7 @@ pub(crate) fn slurm_masks(env: &dyn Fn(&str) -> Option<String>) -> Option<Vec<us
     let mut cpus = std::collections::BTreeSet::new();
     if kind.contains("mask_cpu") {
         for mask in list.split(',') {
-            let hex = mask
-                .trim()
-                .trim_start_matches("0x")
-                .trim_start_matches("0X");
-            if hex.is_empty() || hex.len() > 4096 {
-                return None;
-            }
-            for (i, digit) in hex.bytes().rev().enumerate() {
-                let v = (digit as char).to_digit(16)? as usize;
-                for bit in 0..4 {
-                    if v & (1 << bit) != 0 {
-                        cpus.insert(i * 4 + bit);
-                    }
-                }
-            }
+            cpus.extend(crate::cpulist::parse_hex_mask(mask, 4096)?);
         }
     } else if kind.contains("map_cpu") {
         for cpu in list.split(',') {

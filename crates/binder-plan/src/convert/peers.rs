@@ -506,7 +506,7 @@ fn slurm_map(list: &str) -> Result<Vec<(&'static str, String)>, ConvertError> {
             None => (entry, 1),
         };
         let objects = if mask {
-            mask_bits(value)
+            binder_core::cpulist::parse_hex_mask(value, 16_384)
         } else {
             let n = match value.strip_prefix("0x").or(value.strip_prefix("0X")) {
                 Some(hex) => usize::from_str_radix(hex, 16).ok(),
@@ -544,23 +544,6 @@ fn slurm_map(list: &str) -> Result<Vec<(&'static str, String)>, ConvertError> {
     Ok(out)
 }
 
-/// The set bits of a hex mask (`0x3`, `C`, up to 65,536 bits), `None` when it is not one.
-fn mask_bits(text: &str) -> Option<Vec<usize>> {
-    let hex = text
-        .strip_prefix("0x")
-        .or(text.strip_prefix("0X"))
-        .unwrap_or(text);
-    if hex.is_empty() || hex.len() > 16_384 {
-        return None;
-    }
-    let mut bits = Vec::new();
-    for (i, c) in hex.chars().rev().enumerate() {
-        let digit = c.to_digit(16)?;
-        bits.extend((0..4).filter(|b| digit >> b & 1 == 1).map(|b| i * 4 + b));
-    }
-    Some(bits)
-}
-
 /// A numactl node list (`1`, `0-1,4`, `all`) as `memory:` takes it; numactl's relative
 /// (`+0`), inverted (`!1`) and device (`netdev:`) forms are refused.
 fn node_list(opt: &str, value: &str) -> Result<String, ConvertError> {
@@ -575,11 +558,11 @@ fn node_list(opt: &str, value: &str) -> Result<String, ConvertError> {
 
 /// A logical index list (`0-3,8`, `all`) as a shape's `index:` takes it.
 fn check_list(what: &str, list: &str) -> Result<(), ConvertError> {
+    // Read as the shape will read it, so what is printed parses.
     let ok = list == "all"
-        || (!list.trim().is_empty()
-            && list.len() <= 512
+        || (list.len() <= 512
             && !list.contains(' ')
-            && binder_core::cpulist::parse_ranges(list, 65_535, 65_536).is_ok());
+            && crate::shape::IndexList::parse(list).is_ok());
     if ok {
         Ok(())
     } else {
