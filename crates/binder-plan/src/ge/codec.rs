@@ -227,9 +227,16 @@ impl Tree {
         out
     }
 
-    /// The node's string: taken threads lowercase.
+    /// The node's string: taken threads lowercase. The flat form (`SCCNCC`) where it
+    /// reads back as this tree; else the parenthesised one, which always does (the flat
+    /// form cannot say that cores after a NUMA node inside a cache belong to the cache:
+    /// found by the fuzzer).
     pub fn occupancy_string(&self) -> String {
-        self.render(&|n| self.nodes[n].used)
+        let flat = self.render(&|n| self.nodes[n].used);
+        match Tree::parse(&flat) {
+            Ok(back) if back.same_shape(self) => flat,
+            _ => self.nested(),
+        }
     }
 
     /// Whether `other` has the same units in the same places (case aside).

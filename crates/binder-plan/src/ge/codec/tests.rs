@@ -62,3 +62,20 @@ fn bad_strings_say_why() {
         assert!(e.contains(why), "{s}: {e}");
     }
 }
+
+/// A tree the flat form cannot say (cores after a NUMA node inside a cache, found by the
+/// fuzzer) prints in the parenthesised form, which reads back as the same tree; one it
+/// can say stays flat.
+#[test]
+fn printed_strings_read_back_as_the_same_tree() {
+    let text =
+        include_str!("../../../../../fuzz/corpus/ge/printed-flat-loses-cores-after-numa-in-cache");
+    let tree = Tree::parse(text).unwrap();
+    let printed = tree.occupancy_string();
+    assert!(printed.starts_with('('), "{printed}");
+    assert!(
+        Tree::parse(&printed).unwrap().same_shape(&tree),
+        "{printed}"
+    );
+    assert_eq!(round("(S(C)(c))"), "SCc");
+}
