@@ -11,10 +11,10 @@
 use crate::procfs::Procs;
 
 /// Runs `flux ARGS` and returns what it printed, or why not.
-pub type Ask<'a> = &'a dyn Fn(&[&str]) -> Result<String, String>;
+pub(crate) type Ask<'a> = &'a dyn Fn(&[&str]) -> Result<String, String>;
 
 /// `flux ARGS` through the `flux` on `PATH` (the job's, as Flux sets it).
-pub fn ask_flux(args: &[&str]) -> Result<String, String> {
+pub(crate) fn ask_flux(args: &[&str]) -> Result<String, String> {
     let out = std::process::Command::new("flux")
         .args(args)
         .stdin(std::process::Stdio::null())

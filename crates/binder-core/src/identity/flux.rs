@@ -31,7 +31,7 @@ pub(super) fn local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize,
 /// nodeid+nnodes`, `repeat` times over. `flux job taskmap` prints the bare array
 /// (`[[0,2,2,1]]`, since flux-core 0.50 at least); the object form
 /// `{"version":1,"map":[...]}` of RFC 34's examples is read too.
-pub fn tasks_on_node_of(map: &str, task: usize) -> Result<usize, String> {
+pub(crate) fn tasks_on_node_of(map: &str, task: usize) -> Result<usize, String> {
     #[derive(serde::Deserialize)]
     struct Versioned {
         version: u32,

@@ -17,9 +17,8 @@ mod slurm;
 
 use std::fmt;
 
-pub use flux::tasks_on_node_of as flux_tasks_on_node_of;
-pub use launchers::{LauncherRow, SizeFrom, JOB_VARS, LAUNCHERS, LOCAL_VARS};
-pub use slurm::tasks_on_node as slurm_tasks_on_node;
+pub(crate) use launchers::SizeFrom;
+pub use launchers::{JOB_VARS, LAUNCHERS, LOCAL_VARS};
 
 /// The most tasks binder accepts on one node (65,536): more than any node has PUs, so
 /// even an oversubscribed `bind: none` job fits, while a corrupt or hostile number is

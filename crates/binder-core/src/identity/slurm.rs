@@ -24,7 +24,7 @@ pub(super) fn local_size(env: &dyn Env, vars: &mut Vec<String>) -> Result<usize,
 
 /// The entry for `node` of Slurm's compressed tasks-per-node list: `2(x3),1` lists
 /// `[2, 2, 2, 1]`, so node 3 has 1 task. Counts above [`MAX_LOCAL_SIZE`] are refused.
-pub fn tasks_on_node(text: &str, node: usize) -> Result<usize, String> {
+pub(crate) fn tasks_on_node(text: &str, node: usize) -> Result<usize, String> {
     let mut first_node: u64 = 0;
     let mut found = None;
     for part in text.trim().split(',') {

@@ -152,14 +152,14 @@ fn slurm_compressed_forms() {
 fn flux_task_map() {
     // 2 nodes × 3 tasks, then node 0 gets one more (cyclic remainder).
     let map = r#"{"version":1,"map":[[0,2,3,1],[0,1,1,1]]}"#;
-    assert_eq!(flux_tasks_on_node_of(map, 0), Ok(4));
-    assert_eq!(flux_tasks_on_node_of(map, 4), Ok(3));
-    assert_eq!(flux_tasks_on_node_of(map, 6), Ok(4));
-    assert!(flux_tasks_on_node_of(map, 7)
+    assert_eq!(flux::tasks_on_node_of(map, 0), Ok(4));
+    assert_eq!(flux::tasks_on_node_of(map, 4), Ok(3));
+    assert_eq!(flux::tasks_on_node_of(map, 6), Ok(4));
+    assert!(flux::tasks_on_node_of(map, 7)
         .unwrap_err()
         .contains("no task 7"));
-    assert!(flux_tasks_on_node_of("[]", 0).is_err());
-    assert!(flux_tasks_on_node_of(r#"{"version":2,"map":[]}"#, 0).is_err());
+    assert!(flux::tasks_on_node_of("[]", 0).is_err());
+    assert!(flux::tasks_on_node_of(r#"{"version":2,"map":[]}"#, 0).is_err());
     let fake = Fake(
         [
             ("FLUX_TASK_LOCAL_ID", "0"),

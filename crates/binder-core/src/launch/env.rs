@@ -9,7 +9,7 @@ use crate::identity::Identity;
 
 /// The `BINDER_*` variables binder may set; those it does not set for a task are removed
 /// from the task's environment, so nothing stale from an outer binder gets through.
-pub const OWN: [&str; 8] = [
+pub(crate) const OWN: [&str; 8] = [
     "BINDER_JOB",
     "BINDER_LOCAL_RANK",
     "BINDER_LOCAL_SIZE",

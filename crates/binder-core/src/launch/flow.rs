@@ -21,7 +21,7 @@ use crate::view::TaskView;
 
 /// Whether the node ledger takes part in this launch.
 #[derive(Debug)]
-pub enum LedgerState {
+pub(crate) enum LedgerState {
     /// `BINDER_LEDGER=off`: the user turned it off.
     Off,
     /// It cannot be used here (why): the launch runs without it, said once per node,
@@ -33,7 +33,7 @@ pub enum LedgerState {
 
 impl LedgerState {
     /// The ledger for `env` (`BINDER_LEDGER`, `BINDER_LEDGER_DIR`).
-    pub fn open(env: &dyn Fn(&str) -> Option<String>) -> LedgerState {
+    pub(crate) fn open(env: &dyn Fn(&str) -> Option<String>) -> LedgerState {
         if store::turned_off(env) {
             return LedgerState::Off;
         }

@@ -191,7 +191,7 @@ pub(crate) fn believe(owner: u32, mut claim: Claim, cpus: Vec<usize>, confirmed:
 /// job) and this job's tasks (`BINDER_JOB=job` in their environment, which binder
 /// sets at exec). Root's bound processes are the system's (per-CPU kernel threads,
 /// pinned daemons): for root only binder's tasks of other jobs count.
-pub fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
+pub(crate) fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) {
     let Some(mine) = procs.mine(me) else {
         return;
     };

@@ -121,7 +121,7 @@ pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
 /// ledger cannot be used. `BINDER_KERNEL_VIEW=in-sight` keeps it to other users with an
 /// entry in the ledger root, for runs whose result must not depend on other jobs on the
 /// machine (binder's own test suite).
-pub fn looks_beyond_sight(env: &dyn Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn looks_beyond_sight(env: &dyn Fn(&str) -> Option<String>) -> bool {
     env("BINDER_KERNEL_VIEW").is_none_or(|v| v.trim() != "in-sight")
 }
 

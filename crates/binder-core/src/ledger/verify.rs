@@ -62,7 +62,7 @@ pub(crate) fn parse_claim(text: &str, (pid, start): (u32, u64)) -> Result<Claim,
 }
 
 /// Whether a process with `pid` and `start` is alive (not a zombie).
-pub fn alive(procs: &dyn Procs, pid: u32, start: u64) -> bool {
+pub(crate) fn alive(procs: &dyn Procs, pid: u32, start: u64) -> bool {
     procs
         .stat(pid)
         .is_some_and(|s| s.start == start && !s.ended())

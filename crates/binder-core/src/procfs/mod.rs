@@ -398,14 +398,14 @@ pub(crate) fn read_small(path: &str, max: usize) -> std::io::Result<String> {
 /// [`Real`], with this process's own stat line read once: a launch asks for it twice
 /// (its start time, and its parent and process group for the job's identity).
 #[derive(Debug)]
-pub struct RealOnce {
+pub(crate) struct RealOnce {
     me: u32,
     stat: Option<Stat>,
 }
 
 impl RealOnce {
     /// Reads this process's stat line now.
-    pub fn new() -> RealOnce {
+    pub(crate) fn new() -> RealOnce {
         let me = std::process::id();
         RealOnce {
             me,
