@@ -2,6 +2,29 @@
 //! of the process is loaded: the CLI's alone (single-threaded, about to load), never the
 //! planning library's, which reads no environment.
 
+/// The variables this process set in its own environment for hwloc (a user's own
+/// setting is never among them). They are binder's, not the task's: every exec scrubs
+/// them ([`set_here`]), whichever path set them and however often it was asked to (the
+/// second ask finds them set and sets nothing, so a list kept by each caller lost them:
+/// a cold launch's task inherited the plugin blocklist, and its own hwloc then found no
+/// PCI device).
+static SET_HERE: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+
+/// Sets `var` in this process's environment and records it in [`SET_HERE`].
+fn set(var: &'static str, value: &str) {
+    std::env::set_var(var, value);
+    let mut set = SET_HERE.lock().unwrap_or_else(|e| e.into_inner());
+    if !set.contains(&var) {
+        set.push(var);
+    }
+}
+
+/// Every variable binder set in its own environment for hwloc so far: what an exec
+/// removes from the task's environment.
+pub fn set_here() -> Vec<&'static str> {
+    SET_HERE.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// hwloc plugins binder never uses on a host: GPU runtimes (binder finds GPUs as PCI
 /// devices), OpenGL, and libxml (no XML is parsed when discovering the host).
 const UNUSED_PLUGINS: &str =
@@ -18,34 +41,29 @@ pub const PLUGIN_BLOCKLIST_VARS: [&str; 2] = ["HWLOC_PLUGINS_BLACKLIST", "HWLOC_
 /// topology of the process, so this sets environment variables. Only a single-threaded
 /// program about to load its first topology may call it: binder's CLI does
 /// (`run`); a plugin or binding that embeds the library should not (loading
-/// works the same without it, only slower). A user's own setting is left alone. Returns
-/// the variables it set, for the caller to remove from a child's environment.
-pub fn block_unused_plugins(io: bool) -> Vec<&'static str> {
+/// works the same without it, only slower). A user's own setting is left alone; what it
+/// sets is recorded for [`set_here`].
+pub fn block_unused_plugins(io: bool) {
     let list = if io {
         UNUSED_PLUGINS.to_owned()
     } else {
         format!("{UNUSED_PLUGINS},hwloc_pci")
     };
-    let mut set = Vec::new();
     for var in PLUGIN_BLOCKLIST_VARS {
         if std::env::var_os(var).is_none() {
-            std::env::set_var(var, &list);
-            set.push(var);
+            set(var, &list);
         }
     }
-    set
 }
 
 /// Keeps hwloc from reading the XML binder builds from a Grid Engine string with libxml2,
 /// whose in-memory parser refuses documents of more than about 10 MB (a 12,256-PU string
 /// makes one); hwloc's own parser has no such limit. Process-wide, like
-/// [`block_unused_plugins`], and for the CLI alone. Returns the variable it set.
-pub fn block_libxml() -> Vec<&'static str> {
-    if std::env::var_os("HWLOC_LIBXML_IMPORT").is_some() {
-        return Vec::new();
+/// [`block_unused_plugins`], and for the CLI alone; recorded for [`set_here`].
+pub fn block_libxml() {
+    if std::env::var_os("HWLOC_LIBXML_IMPORT").is_none() {
+        set("HWLOC_LIBXML_IMPORT", "0");
     }
-    std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
-    vec!["HWLOC_LIBXML_IMPORT"]
 }
 
 /// Whether `t`, loaded on the host, is an XML of this very host that hwloc does not take
@@ -77,6 +95,6 @@ pub fn trust_own_xml(t: &binder_plan::topology::Topology) -> bool {
     if !named || !inside {
         return false;
     }
-    std::env::set_var("HWLOC_THISSYSTEM", "1");
+    set("HWLOC_THISSYSTEM", "1");
     true
 }

@@ -38,7 +38,8 @@ struct Cli<'a> {
     shape: &'a Shape,
     identity: &'a Identity,
     command: &'a [OsString],
-    /// hwloc's plugin blocklist set in binder's own environment, kept from the task.
+    /// What binder set in its own environment for hwloc (`hwenv::set_here`), kept from
+    /// the task.
     scrub: Vec<&'static str>,
 }
 
@@ -62,10 +63,7 @@ impl<'a> Front for Cli<'a> {
         if (self.config.verbose || view.membind.is_some()) && self.planner.topology.is_none() {
             self.planner.topology = Some(load_host(self.shape, gpus)?);
         }
-        if self.planner.topology.is_some() {
-            self.scrub =
-                crate::hwenv::block_unused_plugins(self.shape.needs_io() || gpus.is_some());
-        }
+        self.scrub = crate::hwenv::set_here();
         let options = binder_core::launch::Options {
             started_on,
             ..launch_options(self.config, view, self.command, &self.scrub)
@@ -104,7 +102,7 @@ pub(super) fn launch(
         scrub: Vec::new(),
     };
     match flow::launch(job, env, &mut front, err) {
-        Ok(vars) => binder_core::launch::exec(command, &vars, &front.scrub).into(),
+        Ok(vars) => binder_core::launch::exec(command, &vars, &crate::hwenv::set_here()).into(),
         Err(e) => e,
     }
 }

@@ -97,13 +97,34 @@ fn bad_input_never_runs_the_command() {
 
 /// binder trims hwloc's host discovery (plugins, x86 backend) through environment
 /// variables; the task must not inherit them, and a user's own setting must survive.
+/// Cold launches (which load hwloc) with the ledger on and off, with `--verbose` (which
+/// binds through hwloc too), and warm: until nextest ran this test in a process of its
+/// own, with a cold cache, the cold launch's task got the blocklist (the second ask for
+/// it found it set and returned nothing to scrub).
 #[test]
 fn hwloc_plugin_blocklist_does_not_leak_into_the_task() {
-    let got = task_output(
-        &["shapes/cores-packed.yaml"],
-        "env | grep ^HWLOC_ || echo none",
-    );
-    assert_eq!(got, "none\n");
+    let probe = ["--", "sh", "-c", "env | grep ^HWLOC_ || echo none"];
+    let cases: [(&[&str], &[(&str, &str)]); 4] = [
+        (&[], &[("BINDER_CACHE", "off")]),
+        (&[], &[("BINDER_CACHE", "off"), ("BINDER_LEDGER", "off")]),
+        (&["--verbose"], &[("BINDER_CACHE", "off")]),
+        (&[], &[]),
+    ];
+    for (flags, env) in cases {
+        let out = run(
+            binder()
+                .args(flags)
+                .arg("shapes/cores-packed.yaml")
+                .args(probe)
+                .envs(env.iter().copied()),
+            SUCCESS,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "none\n",
+            "{flags:?} {env:?}"
+        );
+    }
     let out = run(
         binder()
             .args([
