@@ -104,7 +104,12 @@ fn bad_input_never_runs_the_command() {
 #[test]
 fn hwloc_plugin_blocklist_does_not_leak_into_the_task() {
     let probe = ["--", "sh", "-c", "env | grep ^HWLOC_ || echo none"];
-    let cases: [(&[&str], &[(&str, &str)]); 4] = [
+    // (flags, environment)
+    type Case = (
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+    );
+    let cases: [Case; 4] = [
         (&[], &[("BINDER_CACHE", "off")]),
         (&[], &[("BINDER_CACHE", "off"), ("BINDER_LEDGER", "off")]),
         (&["--verbose"], &[("BINDER_CACHE", "off")]),
