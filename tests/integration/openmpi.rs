@@ -225,8 +225,43 @@ fn ompi_for(
     theirs
 }
 
-#[test]
-fn catalog_shapes_agree_with_open_mpis_mapper() {
+/// The shared XMLs in [`PARTS`] parts (every `PARTS`-th in sorted order), one test
+/// each: a failure names its part, and nextest runs the parts side by side.
+const PARTS: usize = 4;
+
+macro_rules! in_parts {
+    ($run:ident: $($test:ident = $part:literal),*) => {
+        $(
+            #[test]
+            fn $test() {
+                $run($part);
+            }
+        )*
+    };
+}
+
+in_parts!(catalog_shapes_agree_with_open_mpis_mapper:
+    catalog_shapes_agree_with_open_mpis_mapper_part_1 = 0,
+    catalog_shapes_agree_with_open_mpis_mapper_part_2 = 1,
+    catalog_shapes_agree_with_open_mpis_mapper_part_3 = 2,
+    catalog_shapes_agree_with_open_mpis_mapper_part_4 = 3);
+
+in_parts!(converted_open_mpi_lines_agree_with_open_mpis_mapper:
+    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_1 = 0,
+    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_2 = 1,
+    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_3 = 2,
+    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_4 = 3);
+
+/// Part `part` of the shared XMLs.
+fn part_of(shared: &Path, part: usize) -> Vec<String> {
+    all_topologies(shared)
+        .into_iter()
+        .skip(part)
+        .step_by(PARTS)
+        .collect()
+}
+
+fn catalog_shapes_agree_with_open_mpis_mapper(part: usize) {
     let Some(shared) = shared() else { return };
     if !require_tool("mpirun", "the Open MPI mapper comparison")
         || !require_tool("hwloc-calc", "the Open MPI mapper comparison")
@@ -235,7 +270,7 @@ fn catalog_shapes_agree_with_open_mpis_mapper() {
     }
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     let mut wrong = Vec::new();
-    for name in all_topologies(&shared) {
+    for name in part_of(&shared, part) {
         let xml = topology(&shared, &name);
         for row in ROWS {
             let base = if row.count.is_empty() {
@@ -278,17 +313,19 @@ fn catalog_shapes_agree_with_open_mpis_mapper() {
             }
         }
     }
-    eprintln!("Open MPI mapper comparison: {tally:?}");
+    eprintln!("Open MPI mapper comparison, part {}: {tally:?}", part + 1);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(tally.get("Same").copied().unwrap_or(0) > 150, "{tally:?}");
+    assert!(
+        tally.get("Same").copied().unwrap_or(0) > 150 / PARTS,
+        "{tally:?}"
+    );
 }
 
 /// `binder convert --from ompi` (#46): each Open MPI line's printed shape places every
 /// rank as Open MPI's own mapper does, on every shared XML that has the objects. Only
 /// lines whose binding level is the mapping level (see the module text); `np` is the
 /// count of the mapping object and, where it differs, a small or doubled count.
-#[test]
-fn converted_open_mpi_lines_agree_with_open_mpis_mapper() {
+fn converted_open_mpi_lines_agree_with_open_mpis_mapper(part: usize) {
     let Some(shared) = shared() else { return };
     if !require_tool("mpirun", "the Open MPI mapper comparison")
         || !require_tool("hwloc-calc", "the Open MPI mapper comparison")
@@ -323,7 +360,7 @@ fn converted_open_mpi_lines_agree_with_open_mpis_mapper() {
         assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
         let shape = dir.join(format!("line{i}.yaml"));
         std::fs::write(&shape, &out.stdout).unwrap();
-        for name in all_topologies(&shared) {
+        for name in part_of(&shared, part) {
             let xml = topology(&shared, &name);
             let n: usize = hwloc_calc_lines(&xml, &["-N", object, "all"], &[])
                 .first()
@@ -357,8 +394,9 @@ fn converted_open_mpi_lines_agree_with_open_mpis_mapper() {
             }
         }
     }
+    eprintln!("Open MPI conversions, part {}: {same} agreed", part + 1);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(same > 100, "only {same} comparisons agreed");
+    assert!(same > 100 / PARTS, "only {same} comparisons agreed");
     assert!(
         known <= 2,
         "{known} topologies with memory-only NUMA siblings"
