@@ -249,15 +249,20 @@ impl Attempt<'_, '_> {
         let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
         let key = &self.key;
         let base = job_of(identity, env, self.procs);
-        let mut own = ledger.list_own(self.procs);
-        ledger.tidy(&mut own);
-        let young = |made: u64| now.saturating_sub(made) < ledger::GRACE_SECS * hz;
         let part = base.file_part();
+        // Whether this job's tasks live is read only when its plan does not answer: a
+        // task joining a young plan reads none of its job's other tasks.
+        let mut own = ledger.list_own_but(self.procs, Some(&part));
+        let young = |made: u64| now.saturating_sub(made) < ledger::GRACE_SECS * hz;
         let plan = own
             .plans
             .contains(&part)
             .then(|| ledger.read_plan(&base))
             .flatten();
+        if !plan.as_ref().is_some_and(|p| young(p.made)) {
+            own.resolve(self.procs);
+        }
+        ledger.tidy(&mut own);
         let in_use = own.alive(&part) || plan.as_ref().is_some_and(|p| young(p.made));
         // A launcher's job whose ranks on this node planned another shape: MPMD app
         // contexts with different shapes. One job's ranks share one plan: refused, saying
@@ -296,6 +301,11 @@ impl Attempt<'_, '_> {
         } else {
             base
         };
+        // A task that does not join plans around every other task of this user, its
+        // job's own included (a new instance counts the base job's tasks as another's).
+        if joined.is_none() {
+            own.resolve(self.procs);
+        }
         let mut scan = self.scan(&own, &id, now, hz, err)?;
         let mut share = planner.shares();
         let mut view_pack = None;
@@ -320,21 +330,26 @@ impl Attempt<'_, '_> {
             }
         }
         for round in 1..=MAX_ROUNDS {
-            let (view, pack) = match view_pack.take() {
-                Some(vp) => vp,
-                None => match self.plan(&id, &own, &scan, planner, now, hz, err) {
-                    Ok(vp) => vp,
-                    // After a move, the units left may be taken by tasks that took this
-                    // one's claim and are about to let go (another user's process that
-                    // follows its claims): a moment later, the node is looked at again.
-                    Err(Stopped::Error(_)) if round > 1 && round < MAX_ROUNDS => {
-                        std::thread::sleep(RETRY);
-                        own = ledger.list_own(self.procs);
-                        scan = self.scan(&own, &id, now, hz, err)?;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                },
+            let planned = match view_pack.take() {
+                Some(vp) => Ok(vp),
+                None => {
+                    // A late rank planning again avoids its job's running ranks.
+                    own.resolve(self.procs);
+                    self.plan(&id, &own, &scan, planner, now, hz, err)
+                }
+            };
+            let (view, pack) = match planned {
+                Ok(vp) => vp,
+                // After a move, the units left may be taken by tasks that took this
+                // one's claim and are about to let go (another user's process that
+                // follows its claims): a moment later, the node is looked at again.
+                Err(Stopped::Error(_)) if round > 1 && round < MAX_ROUNDS => {
+                    std::thread::sleep(RETRY);
+                    own = ledger.list_own(self.procs);
+                    scan = self.scan(&own, &id, now, hz, err)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             self.bind(&view)?;
             let mut claim = Claim::of(&id, identity.rank, identity.size, pack, &view);

@@ -51,8 +51,10 @@ pub struct KernelView {
     asked: BTreeSet<u32>,
     /// The user who looks.
     me: u32,
-    /// The CPUs an unbound thread may run on (`Procs::everywhere`).
-    everywhere: Option<Vec<usize>>,
+    /// The CPUs an unbound thread may run on (`Procs::everywhere`), read when a thread
+    /// is first judged (a view read from the shared file, with no claim to check, never
+    /// needs it: two files and a system call saved on a warm launch).
+    everywhere: Option<Option<Vec<usize>>>,
 }
 
 impl KernelView {
@@ -61,7 +63,7 @@ impl KernelView {
         let mut view = KernelView::claimed(procs, me);
         view.whole = true;
         for other in procs.others(me)? {
-            let seen = view.seen(other.uid, &other.threads);
+            let seen = view.seen(procs, other.uid, &other.threads);
             view.procs.insert(other.pid, seen);
         }
         Some(view)
@@ -73,13 +75,22 @@ impl KernelView {
     /// (another user's thousands of idle threads cost it nothing).
     pub fn claimed(procs: &dyn Procs, me: u32) -> KernelView {
         KernelView {
-            procs: BTreeMap::new(),
             hidden: procs.hidden(),
+            ..KernelView::empty(me)
+        }
+    }
+
+    /// A view of nothing yet, for user `me`, that has not asked whether `/proc` hides
+    /// anything (the shared file says so: `super::shared`).
+    pub(crate) fn empty(me: u32) -> KernelView {
+        KernelView {
+            procs: BTreeMap::new(),
+            hidden: None,
             whole: false,
             stale: false,
             asked: BTreeSet::new(),
             me,
-            everywhere: procs.everywhere(),
+            everywhere: None,
         }
     }
 
@@ -104,15 +115,16 @@ impl KernelView {
         let Some(threads) = procs.threads(pid) else {
             return;
         };
-        let seen = self.seen(status.uid, &threads);
+        let seen = self.seen(procs, status.uid, &threads);
         self.procs.insert(pid, seen);
     }
 
     /// What a process of `uid` whose threads may run on `threads` holds.
-    fn seen(&self, uid: u32, threads: &[Vec<usize>]) -> Seen {
+    fn seen(&mut self, procs: &dyn Procs, uid: u32, threads: &[Vec<usize>]) -> Seen {
+        let everywhere = self.everywhere.get_or_insert_with(|| procs.everywhere());
         Seen {
             uid,
-            cpus: bound_cpus(self.everywhere.as_deref(), threads),
+            cpus: bound_cpus(everywhere.as_deref(), threads),
         }
     }
 

@@ -38,7 +38,7 @@ pub(crate) fn look(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<Kernel
     if !procs.shares_views() {
         return KernelView::look(procs, me);
     }
-    if let Some(view) = read(dir, procs, me) {
+    if let Some(view) = read(dir, me) {
         return Some(view);
     }
     let view = KernelView::look(procs, me)?;
@@ -47,7 +47,7 @@ pub(crate) fn look(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<Kernel
 }
 
 /// The shared view, when it is this user's own, fresh and well formed.
-fn read(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+fn read(dir: &impl AsFd, me: u32) -> Option<KernelView> {
     let fd = rfs::openat(
         dir,
         NAME,
@@ -77,16 +77,18 @@ fn read(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<KernelView> {
         .take(MAX_BYTES)
         .read_to_string(&mut text)
         .ok()?;
-    parse(&text, procs, me)
+    parse(&text, me)
 }
 
 /// A view from the file's text (see the module doc).
-fn parse(text: &str, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+fn parse(text: &str, me: u32) -> Option<KernelView> {
     let mut lines = text.lines();
     if lines.next()? != HEADER {
         return None;
     }
-    let mut view = KernelView::claimed(procs, me);
+    // Whether /proc hides anything is what the look that wrote the file found (a line
+    // below says so): not asked again.
+    let mut view = KernelView::empty(me);
     view.whole = true;
     view.stale = true;
     for line in lines {

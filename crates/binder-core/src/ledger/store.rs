@@ -57,6 +57,11 @@ pub struct Ledger {
     look_always: bool,
     /// Whether `own` is a fallback directory ([`Ledger::in_fallback`]).
     fallback: bool,
+    /// The root's link count when this launch last listed it and found no other user's
+    /// directory in it (0: not so): while the count stays, no directory was made there
+    /// since, and a task settling its claim need not list the root again
+    /// (`others::scan_others_in`).
+    pub(super) alone_at: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The user's lock, held; dropping it (or exec: the descriptor is close-on-exec)
@@ -93,6 +98,11 @@ pub struct Own {
     pub plans: Vec<String>,
     /// Confirmation markers (`ok.<pid>.<start>` names).
     pub markers: Vec<String>,
+    /// Claims of the job [`Ledger::list_own_but`] was asked to leave unread, whose
+    /// tasks' liveness is not known yet ([`Own::resolve`] reads it): a task joining its
+    /// job's young plan needs none of it, and reading it made the n-th task of a job read
+    /// the n-1 processes before it, under the user's lock (256 tasks: 32,640 reads).
+    pub unread: Vec<OwnClaim>,
 }
 
 impl Own {
@@ -101,7 +111,19 @@ impl Own {
         self.live
             .iter()
             .chain(&self.dead)
+            .chain(&self.unread)
             .any(|c| c.job == part && c.rank == rank)
+    }
+
+    /// Reads the liveness of the claims left unread, into `live` and `dead`.
+    pub fn resolve(&mut self, procs: &dyn Procs) {
+        for claim in std::mem::take(&mut self.unread) {
+            if verify::alive(procs, claim.pid, claim.start) {
+                self.live.push(claim);
+            } else {
+                self.dead.push(claim);
+            }
+        }
     }
 
     /// Whether a task of job `part` is alive.
@@ -168,6 +190,7 @@ impl Ledger {
             own,
             own_fd: Arc::new(own_fd),
             fallback,
+            alone_at: Arc::default(),
             uid,
             wait: Duration::from_secs(wait),
             require,
@@ -265,6 +288,12 @@ impl Ledger {
 
     /// This user's directory by name; with `procs`, claims are sorted into live and dead.
     pub fn list_own(&self, procs: &dyn Procs) -> Own {
+        self.list_own_but(procs, None)
+    }
+
+    /// [`Ledger::list_own`], but the claims of job `unread` (a file-name part) are listed
+    /// in [`Own::unread`] without reading whether their tasks live.
+    pub fn list_own_but(&self, procs: &dyn Procs, unread: Option<&str>) -> Own {
         let mut own = Own::default();
         let Ok(mut listing) = rfs::Dir::read_from(&*self.own_fd) else {
             return own;
@@ -282,7 +311,9 @@ impl Ledger {
                     rank,
                     job: name.splitn(5, '.').nth(4).unwrap_or_default().to_owned(),
                 };
-                if verify::alive(procs, pid, start) {
+                if unread == Some(claim.job.as_str()) {
+                    own.unread.push(claim);
+                } else if verify::alive(procs, pid, start) {
                     own.live.push(claim);
                 } else {
                     own.dead.push(claim);

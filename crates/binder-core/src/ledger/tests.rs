@@ -399,3 +399,79 @@ fn a_taken_name_with_a_home_is_one_only_this_user_can_know() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A task settling its claim skips listing the root while no directory was made in it
+/// since its launch found nobody else's there, and lists it again once one was: a
+/// directory made after the plan (another user's first launch on the node, here this
+/// user's second directory) is read, its claim counted.
+#[test]
+fn settling_lists_the_root_again_once_a_directory_appears() {
+    let dir = root("settle");
+    let d = dir.display().to_string();
+    let ledger = Ledger::open(&|k| match k {
+        "BINDER_LEDGER_DIR" => Some(d.clone()),
+        "BINDER_KERNEL_VIEW" => Some("in-sight".into()),
+        _ => None,
+    })
+    .unwrap();
+    let me = crate::procfs::Real;
+    let mut scan = Scan::default();
+    ledger.scan_others(&me, &mut scan);
+    assert!(scan.holders.is_empty());
+    assert_ne!(
+        ledger.alone_at.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "tmpfs and ext4 count subdirectories: the shortcut applies"
+    );
+    // A second directory appears, holding a claim of a live task (this one).
+    let (pid, start) = (
+        std::process::id(),
+        me.stat(std::process::id()).unwrap().start,
+    );
+    let name = ledger
+        .write_claim(&claim(pid, start, &[], &["0000:07:00.0"]))
+        .unwrap();
+    let other = dir.join(format!("binder-ledger.{}.00000000000000aa", ledger.uid()));
+    std::fs::create_dir(&other).unwrap();
+    std::fs::rename(ledger.dir().join(&name), other.join(&name)).unwrap();
+    let mut again = Scan::default();
+    ledger.scan_claims_of_others(&me, &mut again);
+    assert_eq!(again.gpus(), ["0000:07:00.0"], "{again:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A task joining its job's plan reads whether the other jobs' tasks live, not its own
+/// job's (the n-th task of a job would read the n-1 before it, under the lock): they are
+/// listed unread, still count as started, and are read on demand.
+#[test]
+fn a_joining_task_leaves_its_own_jobs_claims_unread() {
+    let dir = root("unread");
+    let ledger = open(&dir);
+    let me = crate::procfs::Real;
+    let (pid, start) = (
+        std::process::id(),
+        me.stat(std::process::id()).unwrap().start,
+    );
+    let mut mine = claim(pid, start, &[], &[]);
+    mine.job = JobId("slurm:7.0".into());
+    ledger.write_claim(&mine).unwrap();
+    // A task of job 7.0 that has ended (no such start time), and one of another job.
+    let mut ended = claim(pid, start + 1, &[], &[]);
+    ended.job = JobId("slurm:7.0".into());
+    ended.rank = 1;
+    ledger.write_claim(&ended).unwrap();
+    let mut other = claim(pid, start, &[], &[]);
+    other.job = JobId("slurm:8.0".into());
+    other.rank = 2;
+    ledger.write_claim(&other).unwrap();
+    let mut own = ledger.list_own_but(&me, Some("slurm_7.0"));
+    assert_eq!(own.unread.len(), 2);
+    assert_eq!(own.live.len(), 1, "job 8.0's task, read");
+    assert!(own.started("slurm_7.0", 0) && own.started("slurm_7.0", 1));
+    assert!(!own.alive("slurm_7.0"), "not read yet");
+    own.resolve(&me);
+    assert!(own.unread.is_empty());
+    assert!(own.alive("slurm_7.0"));
+    assert_eq!((own.live.len(), own.dead.len()), (2, 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
