@@ -29,6 +29,7 @@
 //! sees the other, and the markers tell it whether the other has seen it.
 
 mod fsio;
+mod keyring;
 
 pub mod kernel;
 pub mod others;

@@ -12,15 +12,15 @@
 //! job names of the claims left unread, never a CPU.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
 use super::fsio::{for_names, list_dir, open_dir, read_at, MAX_DIR_ENTRIES, MAX_ROOT_ENTRIES};
 use super::kernel::{self, KernelView};
+use super::store::RootRead;
 use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
 use super::verify::{self, claim_name, parse_claim};
 use super::Scan;
@@ -34,6 +34,16 @@ pub(crate) const SCAN_BUDGET: Duration = Duration::from_millis(250);
 /// Above this many claim names in one of this user's other directories, `/proc` is
 /// listed once instead of read per name.
 const LIST_PIDS_ABOVE: usize = 64;
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread listed a ledger root (the unit tests count them).
+    pub(super) static ROOT_LISTINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A root read that saw more names than this (or ran out of time) is shared with the
+/// user's next launches (`super::shared::read_root`): a root this large takes a while
+/// to list, a small one less time than the shared file would.
+const SHARE_ROOT_ABOVE: usize = 4096;
 /// The most unverifiable claims (where `/proc` hides their processes) that steer a plan.
 const MAX_STEER: usize = 256;
 
@@ -91,12 +101,35 @@ impl Ledger {
         #[allow(clippy::unnecessary_cast)]
         let links = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW)
             .map_or(0, |st| st.st_nlink as u64);
-        // Settling: nobody else had a directory here when this launch planned, and none
-        // was made since (subdirectories count in the root's links; a file system that
-        // does not count them, with fewer than 3 links, is always listed).
-        if !whole && links >= 3 && self.alone_at.load(Relaxed) == links {
-            return;
+        // The root unchanged since it was read (subdirectories count in its links; a
+        // file system that does not count them, with fewer than 3 links, is always
+        // listed): the directories found then are all there is to read, their claims
+        // again, not the root's names. Settling, since this launch planned; planning,
+        // since the user's last launch listed a root too large to list each time (a
+        // flood of names: a second full listing cost each launch its whole budget).
+        if links >= 3 {
+            let known = if whole {
+                super::shared::read_root(self.own_fd(), scan.me, links)
+            } else {
+                self.read_at.lock().map_or(None, |r| r.clone())
+            };
+            if let Some(known) = known.filter(|r| r.links == links) {
+                self.remember(known.clone());
+                // (As below: with nobody's names in sight, `in-sight` takes no look.)
+                let nobody = known.dirs.is_empty() && known.incomplete.is_none();
+                let view = if whole && nobody && !self.looks_always() {
+                    None
+                } else if whole {
+                    self.whole_view(procs, scan)
+                } else {
+                    Some(KernelView::claimed(procs, scan.me))
+                };
+                self.read_known(known, view, procs, scan, deadline);
+                return;
+            }
         }
+        #[cfg(test)]
+        ROOT_LISTINGS.with(|n| n.set(n.get() + 1));
         let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
             scan.incomplete = Some(format!("{} cannot be read", self.root().display()));
             if let Some(view) = kernel::look(procs, scan) {
@@ -122,8 +155,9 @@ impl Ledger {
             seen += 1;
             seen % 1024 != 0 || Instant::now() < deadline
         });
-        if !complete {
-            scan.incomplete = Some(format!("{} holds too many names", self.root().display()));
+        let listed = (!complete).then(|| format!("{} holds too many names", self.root().display()));
+        if listed.is_some() {
+            scan.incomplete.clone_from(&listed);
         }
         // No other user's files in sight: nothing to read, but their bound tasks still
         // count whether or not they use binder or this root (SEMANTICS §13.3: `taskset`,
@@ -134,7 +168,11 @@ impl Ledger {
         // skips this look (the test suite's runs, whose expected CPUs must not depend on
         // other users' jobs on the machine).
         if names.is_empty() && complete {
-            self.alone_at.store(links, Relaxed);
+            self.remember(RootRead {
+                links,
+                dirs: Vec::new(),
+                incomplete: None,
+            });
             if whole && self.looks_always() {
                 if let Some(view) = super::shared::look(self.own_fd(), procs, scan.me) {
                     kernel::add_unclaimed(&view, procs, scan);
@@ -143,16 +181,57 @@ impl Ledger {
             return;
         }
         let view = if whole {
-            let view = super::shared::look(self.own_fd(), procs, scan.me);
-            if view.is_none() {
-                scan.incomplete = Some("/proc cannot be listed".into());
-            }
-            view
+            self.whole_view(procs, scan)
         } else {
             Some(KernelView::claimed(procs, scan.me))
         };
+        let mut reading = self.reading(procs, view, deadline);
+        let Ok(root) = listing.fd() else {
+            return;
+        };
+        let dirs = self.read_dirs(root, names, &mut reading, scan);
+        // What is missing from the read of the root itself (not a /proc that could
+        // not be listed: a later launch looks at /proc itself).
+        let read = RootRead {
+            links,
+            dirs,
+            incomplete: listed.or_else(|| {
+                (Instant::now() >= deadline).then(|| {
+                    format!(
+                        "reading {} took longer than {} ms",
+                        self.root().display(),
+                        SCAN_BUDGET.as_millis()
+                    )
+                })
+            }),
+        };
+        if whole && (seen > SHARE_ROOT_ABOVE || !complete) {
+            super::shared::write_root(self.own_fd(), &read);
+        }
+        self.remember(read);
+        if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
+            kernel::add_unclaimed(view, procs, scan);
+        }
+    }
+
+    /// The kernel's view of the whole node (shared: `super::shared`), or why not.
+    fn whole_view(&self, procs: &dyn Procs, scan: &mut Scan) -> Option<KernelView> {
+        let view = super::shared::look(self.own_fd(), procs, scan.me);
+        if view.is_none() {
+            scan.incomplete = Some("/proc cannot be listed".into());
+        }
+        view
+    }
+
+    /// A read of the other directories, through `view`, until `deadline`.
+    fn reading<'p>(
+        &self,
+        procs: &'p dyn Procs,
+        view: Option<KernelView>,
+        deadline: Instant,
+    ) -> Reading<'p> {
         let ns = procs.pid_ns();
-        let mut reading = Reading {
+        Reading {
             procs,
             me: self.uid(),
             view,
@@ -163,8 +242,35 @@ impl Ledger {
             ns,
             nested: ![0, crate::procfs::INIT_PID_NS].contains(&ns),
             everywhere: None,
-        };
-        self.read_dirs(&mut listing, names, &mut reading, scan);
+        }
+    }
+
+    /// Keeps what a read of the root found, for the settling reads of this launch.
+    fn remember(&self, read: RootRead) {
+        if let Ok(mut r) = self.read_at.lock() {
+            *r = Some(read);
+        }
+    }
+
+    /// The claims of the directories a read of the root found (the root unchanged
+    /// since), each checked again to be what it was, through `view`.
+    fn read_known(
+        &self,
+        known: RootRead,
+        view: Option<KernelView>,
+        procs: &dyn Procs,
+        scan: &mut Scan,
+        deadline: Instant,
+    ) {
+        let mut reading = self.reading(procs, view, deadline);
+        if !known.dirs.is_empty() {
+            if let Ok(root) = open_dir(rfs::CWD, self.root()) {
+                self.read_dirs(root.as_fd(), known.dirs, &mut reading, scan);
+            }
+        }
+        if scan.incomplete.is_none() {
+            scan.incomplete = known.incomplete;
+        }
         if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
             kernel::add_unclaimed(view, procs, scan);
         }
@@ -172,16 +278,15 @@ impl Ledger {
 
     /// The other directories named `names` (in the root `listing` holds open), each
     /// checked to be a real directory only its owner can write, into `scan`.
+    /// Returns the names of the directories it read.
     fn read_dirs(
         &self,
-        listing: &mut rfs::Dir,
+        root: BorrowedFd<'_>,
         mut names: Vec<String>,
         reading: &mut Reading<'_>,
         scan: &mut Scan,
-    ) {
-        let Ok(root) = listing.fd() else {
-            return;
-        };
+    ) -> Vec<String> {
+        let mut read = Vec::new();
         // Canonical names first, then the rest in name order: a flood of names cannot
         // push a real directory out of its owner's quota of `MAX_DIRS_PER_USER`.
         names.sort_by_key(|n| (n[PREFIX.len()..].contains('.'), n.clone()));
@@ -193,7 +298,7 @@ impl Ledger {
                     self.root().display(),
                     SCAN_BUDGET.as_millis()
                 ));
-                return;
+                return read;
             }
             // One `statat` says whose it is; only a user's first few are opened.
             let Ok(st) = rfs::statat(root, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
@@ -231,7 +336,9 @@ impl Ledger {
                 continue;
             }
             scan_dir(dir, &name, owner, reading, scan);
+            read.push(name);
         }
+        read
     }
 }
 

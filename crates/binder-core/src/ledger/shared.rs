@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
 use super::kernel::{KernelView, Seen};
+use super::store::RootRead;
 use crate::procfs::Procs;
 
 /// How long a view taken by one launch serves the user's next ones: 100 ms still let a
@@ -48,9 +49,15 @@ pub(crate) fn look(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<Kernel
 
 /// The shared view, when it is this user's own, fresh and well formed.
 fn read(dir: &impl AsFd, me: u32) -> Option<KernelView> {
+    parse(&read_fresh(dir, NAME, me)?, me)
+}
+
+/// The text of the file `name` of this user's directory, when it is this user's own
+/// regular file, written within [`FRESH`].
+fn read_fresh(dir: &impl AsFd, name: &str, me: u32) -> Option<String> {
     let fd = rfs::openat(
         dir,
-        NAME,
+        name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
         Mode::empty(),
     )
@@ -77,7 +84,55 @@ fn read(dir: &impl AsFd, me: u32) -> Option<KernelView> {
         .take(MAX_BYTES)
         .read_to_string(&mut text)
         .ok()?;
-    parse(&text, me)
+    Some(text)
+}
+
+/// The name of the shared read of the ledger root in the user's own directory.
+pub(crate) const ROOT_NAME: &str = "rview";
+const ROOT_HEADER: &str = "binder-rview 1";
+
+/// The other directories the user's last launch found in the ledger root within
+/// [`FRESH`], when the root's link count is still `links` (no directory made there
+/// since): a launch beside a flood of names reads them instead of listing the root
+/// again (a 400,000-name root takes the whole 250 ms budget to list).
+pub(crate) fn read_root(dir: &impl AsFd, me: u32, links: u64) -> Option<RootRead> {
+    let text = read_fresh(dir, ROOT_NAME, me)?;
+    let mut lines = text.lines();
+    if lines.next()? != ROOT_HEADER {
+        return None;
+    }
+    let mut read = RootRead {
+        links: lines.next()?.strip_prefix("links ")?.parse().ok()?,
+        dirs: Vec::new(),
+        incomplete: None,
+    };
+    if read.links != links {
+        return None;
+    }
+    for line in lines {
+        if let Some(why) = line.strip_prefix("partial ") {
+            read.incomplete = Some(why.to_owned());
+        } else {
+            let name = line.strip_prefix("dir ")?;
+            if !name.starts_with(super::store::PREFIX) || name.contains('/') {
+                return None;
+            }
+            read.dirs.push(name.to_owned());
+        }
+    }
+    Some(read)
+}
+
+/// Writes a read of the ledger root for the user's next launches (as [`write`] does).
+pub(crate) fn write_root(dir: &impl AsFd, read: &RootRead) {
+    let mut text = format!("{ROOT_HEADER}\nlinks {}\n", read.links);
+    if let Some(why) = &read.incomplete {
+        text.push_str(&format!("partial {}\n", why.replace('\n', " ")));
+    }
+    for name in &read.dirs {
+        text.push_str(&format!("dir {name}\n"));
+    }
+    replace(dir, ROOT_NAME, &text);
 }
 
 /// A view from the file's text (see the module doc).
@@ -127,7 +182,14 @@ fn write(dir: &impl AsFd, view: &KernelView) {
             crate::cpulist::cpu_list(&seen.cpus)
         ));
     }
-    let tmp = format!("{NAME}.{}", std::process::id());
+    replace(dir, NAME, &text);
+}
+
+/// Writes `text` as the file `name` of this user's directory: under a private name, then
+/// renamed into place, so a reader sees the old file or the new one. A failure costs the
+/// next launches a look of their own.
+fn replace(dir: &impl AsFd, name: &str, text: &str) {
+    let tmp = format!("{name}.{}", std::process::id());
     let Ok(fd) = rfs::openat(
         dir,
         tmp.as_str(),
@@ -138,7 +200,7 @@ fn write(dir: &impl AsFd, view: &KernelView) {
     };
     let mut file = std::fs::File::from(fd);
     if file.write_all(text.as_bytes()).is_err()
-        || rfs::renameat(dir, tmp.as_str(), dir, NAME).is_err()
+        || rfs::renameat(dir, tmp.as_str(), dir, name).is_err()
     {
         let _ = rfs::unlinkat(dir, tmp.as_str(), rfs::AtFlags::empty());
     }

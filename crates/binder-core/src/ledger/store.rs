@@ -57,11 +57,19 @@ pub struct Ledger {
     look_always: bool,
     /// Whether `own` is a fallback directory ([`Ledger::in_fallback`]).
     fallback: bool,
-    /// The root's link count when this launch last listed it and found no other user's
-    /// directory in it (0: not so): while the count stays, no directory was made there
-    /// since, and a task settling its claim need not list the root again
-    /// (`others::scan_others_in`).
-    pub(super) alone_at: Arc<std::sync::atomic::AtomicU64>,
+    /// What this launch's last read of the root found (`others::scan_others_in`):
+    /// while the root's link count stays, no directory was made there since, and a task
+    /// settling its claim reads the same directories again without listing the root.
+    pub(super) read_at: Arc<std::sync::Mutex<Option<RootRead>>>,
+}
+
+/// A read of the ledger root: its link count before the listing, the other directories
+/// read, and why the read was partial.
+#[derive(Debug, Clone)]
+pub(crate) struct RootRead {
+    pub(crate) links: u64,
+    pub(crate) dirs: Vec<String>,
+    pub(crate) incomplete: Option<String>,
 }
 
 /// The user's lock, held; dropping it (or exec: the descriptor is close-on-exec)
@@ -161,6 +169,15 @@ impl Ledger {
     /// The ledger this process uses, or why there is none (off, or the root cannot be
     /// trusted). An error that starts with `BINDER_LEDGER=` means it was turned off.
     pub fn open(env: &dyn Fn(&str) -> Option<String>) -> Result<Ledger, String> {
+        Ledger::open_with(env, super::keyring::key)
+    }
+
+    /// [`Ledger::open`], with the user keyring's key read by `keyring` (a test's
+    /// `|| None` reaches the bounded search a keyring that cannot be used leaves).
+    pub(super) fn open_with(
+        env: &dyn Fn(&str) -> Option<String>,
+        keyring: fn() -> Option<String>,
+    ) -> Result<Ledger, String> {
         let mode = env("BINDER_LEDGER");
         if mode.as_deref().is_some_and(off) {
             return Err("BINDER_LEDGER=off".into());
@@ -184,13 +201,13 @@ impl Ledger {
         let look_always = looks_beyond_sight(env);
         let uid = rustix::process::geteuid().as_raw();
         let home = env("HOME").filter(|h| h.starts_with('/'));
-        let (own, own_fd, fallback) = own_dir(&root, uid, home.as_deref())?;
+        let (own, own_fd, fallback) = own_dir(&root, uid, home.as_deref(), keyring)?;
         Ok(Ledger {
             root,
             own,
             own_fd: Arc::new(own_fd),
             fallback,
-            alone_at: Arc::default(),
+            read_at: Arc::default(),
             uid,
             wait: Duration::from_secs(wait),
             require,
@@ -525,12 +542,11 @@ fn marker(pid: u32, start: u64) -> String {
     format!("ok.{pid}.{start}")
 }
 
-/// The name of this user's directory when another user took the canonical one: derived
-/// from a key only this user can read (`$HOME/.cache/binder/ledger-key`, 128 random bits,
-/// made on first need) and this boot's id, so nobody else can take it first, and found
-/// with one look however many names others planted. `None` without a usable home.
-fn secret_name(uid: u32, home: &str) -> Option<String> {
-    use std::hash::{Hash, Hasher};
+/// The key of this user's directory when another user took the canonical one
+/// ([`secret_name`]): `$HOME/.cache/binder/ledger-key`, 128 random bits only this user
+/// can read, made on first need. `None` without a usable home (then the kernel's user
+/// keyring keeps one: `super::keyring`).
+fn home_key(uid: u32, home: &str) -> Option<String> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
     let dir = Path::new(home).join(".cache/binder");
     let _ = std::fs::DirBuilder::new()
@@ -544,7 +560,7 @@ fn secret_name(uid: u32, home: &str) -> Option<String> {
             .then(|| std::fs::read_to_string(&path).ok())
             .flatten()
     };
-    let key = read().or_else(|| {
+    read().or_else(|| {
         let mut random = [0u8; 16];
         rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
         let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
@@ -566,10 +582,17 @@ fn secret_name(uid: u32, home: &str) -> Option<String> {
         }
         let _ = std::fs::remove_file(&tmp);
         read()
-    })?;
+    })
+}
+
+/// The name of this user's directory when another user took the canonical one, from a
+/// key only this user can read and this boot's id: nobody else can take it first, and
+/// it is found with one look however many names others planted.
+pub(super) fn secret_name(uid: u32, key: &str) -> Option<String> {
+    use std::hash::{Hash, Hasher};
     let boot = crate::procfs::read_small("/proc/sys/kernel/random/boot_id", 64).ok()?;
     let mut hasher = std::hash::DefaultHasher::new();
-    (key.as_str(), boot.trim()).hash(&mut hasher);
+    (key, boot.trim()).hash(&mut hasher);
     Some(format!("{PREFIX}{uid}.{:016x}", hasher.finish()))
 }
 
@@ -579,7 +602,12 @@ const OWN_SEARCH: Duration = Duration::from_millis(200);
 
 /// This user's directory in `root`, made when missing (see the module text), and
 /// whether it is a fallback one ([`Ledger::in_fallback`]).
-fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedFd, bool), String> {
+fn own_dir(
+    root: &Path,
+    uid: u32,
+    home: Option<&str>,
+    keyring: fn() -> Option<String>,
+) -> Result<(PathBuf, OwnedFd, bool), String> {
     let shown = root.display();
     // A root named by BINDER_LEDGER_DIR that does not exist yet is this user's to make
     // (other users' launches will not trust it: it is not root's).
@@ -617,8 +645,10 @@ fn own_dir(root: &Path, uid: u32, home: Option<&str>) -> Result<(PathBuf, OwnedF
     }) {
         return Ok(found);
     }
-    // Somebody else has the name: the name only this user can know, made or found.
-    if let Some(secret) = home.and_then(|h| secret_name(uid, h)) {
+    // Somebody else has the name: the name only this user can know, made or found,
+    // from the key in the user's home, else in the kernel's user keyring.
+    let key = home.and_then(|h| home_key(uid, h)).or_else(keyring);
+    if let Some(secret) = key.and_then(|k| secret_name(uid, &k)) {
         let dir = root.join(secret);
         if let Some(found) = mine(&dir).or_else(|| {
             make(&dir);

@@ -252,7 +252,13 @@ fn a_name_taken_by_someone_else_gets_an_unguessable_fallback() {
     let uid = rustix::process::geteuid().as_raw();
     // Planted first: a file, then a world-writable directory under this user's name.
     std::fs::write(dir.join(format!("binder-ledger.{uid}")), "x").unwrap();
+    // No home and no keyring: the bounded search among names with this user's prefix.
+    let d = dir.display().to_string();
+    let open = |_: &std::path::Path| {
+        Ledger::open_with(&|k| (k == "BINDER_LEDGER_DIR").then(|| d.clone()), || None).unwrap()
+    };
     let ledger = open(&dir);
+    assert!(ledger.in_fallback());
     let name = ledger
         .dir()
         .file_name()
@@ -400,10 +406,10 @@ fn a_taken_name_with_a_home_is_one_only_this_user_can_know() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
-/// A task settling its claim skips listing the root while no directory was made in it
-/// since its launch found nobody else's there, and lists it again once one was: a
+/// A task settling its claim reads the directories its launch found without listing the
+/// root again while no directory was made in it, and lists it again once one was: a
 /// directory made after the plan (another user's first launch on the node, here this
-/// user's second directory) is read, its claim counted.
+/// user's second directory) is read, its claim counted, and read again after.
 #[test]
 fn settling_lists_the_root_again_once_a_directory_appears() {
     let dir = root("settle");
@@ -418,9 +424,13 @@ fn settling_lists_the_root_again_once_a_directory_appears() {
     let mut scan = Scan::default();
     ledger.scan_others(&me, &mut scan);
     assert!(scan.holders.is_empty());
-    assert_ne!(
-        ledger.alone_at.load(std::sync::atomic::Ordering::Relaxed),
-        0,
+    assert!(
+        ledger
+            .read_at
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|r| r.links >= 3 && r.dirs.is_empty()),
         "tmpfs and ext4 count subdirectories: the shortcut applies"
     );
     // A second directory appears, holding a claim of a live task (this one).
@@ -437,6 +447,21 @@ fn settling_lists_the_root_again_once_a_directory_appears() {
     let mut again = Scan::default();
     ledger.scan_claims_of_others(&me, &mut again);
     assert_eq!(again.gpus(), ["0000:07:00.0"], "{again:?}");
+    // Read again with the root unchanged: the directory found is read without a listing
+    // (a name that is not a directory, added since, changes no link count).
+    std::fs::write(dir.join("binder-ledger.junk"), "").unwrap();
+    let mut third = Scan::default();
+    ledger.scan_claims_of_others(&me, &mut third);
+    assert_eq!(third.gpus(), ["0000:07:00.0"], "{third:?}");
+    assert_eq!(
+        ledger
+            .read_at
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|r| r.dirs.len()),
+        Some(1)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -474,4 +499,122 @@ fn a_joining_task_leaves_its_own_jobs_claims_unread() {
     assert!(own.alive("slurm_7.0"));
     assert_eq!((own.live.len(), own.dead.len()), (2, 1));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A user with no home whose name another user took still gets the one directory only
+/// they can name, from the key in the kernel's user keyring: found again with one look
+/// (not a fallback searched among planted names), whatever names were planted.
+#[test]
+fn a_taken_name_without_a_home_is_named_by_the_keyring() {
+    let Some(key) = keyring::key() else {
+        eprintln!("SKIPPED: the user keyring cannot be used here (keyctl refused)");
+        return;
+    };
+    let dir = root("keyring");
+    let uid = rustix::process::geteuid().as_raw();
+    std::fs::write(dir.join(format!("binder-ledger.{uid}")), "x").unwrap();
+    for n in 0..100 {
+        std::fs::create_dir(dir.join(format!("binder-ledger.{uid}.{n:016x}"))).unwrap();
+    }
+    let ledger = open(&dir);
+    let want = store::secret_name(uid, &key).unwrap();
+    assert_eq!(ledger.dir(), dir.join(&want));
+    assert!(!ledger.in_fallback());
+    assert_eq!(open(&dir).dir(), ledger.dir());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A launch beside a flood of names shares its read of the root with the user's next
+/// launches (`rview`): they read the directories it found, while the root's link count
+/// holds; a directory made since makes the next launch list the root again.
+#[test]
+fn a_large_roots_read_is_shared_until_a_directory_appears() {
+    let dir = root("rview");
+    for n in 0..5000 {
+        std::fs::write(dir.join(format!("junk.{n}")), "").unwrap();
+    }
+    let d = dir.display().to_string();
+    let env = move |k: &str| match k {
+        "BINDER_LEDGER_DIR" => Some(d.clone()),
+        "BINDER_KERNEL_VIEW" => Some("in-sight".into()),
+        _ => None,
+    };
+    let me = Alone;
+    let (pid, start) = (
+        std::process::id(),
+        me.stat(std::process::id()).unwrap().start,
+    );
+    // This user's second directory, with a claim of this live task.
+    let ledger = Ledger::open(&env).unwrap();
+    let plant = |suffix: &str, gpu: &str| {
+        let mut c = claim(pid, start, &[], &[gpu]);
+        c.job = JobId(format!("test:{suffix}"));
+        let name = ledger.write_claim(&c).unwrap();
+        let other = dir.join(format!("binder-ledger.{}.{suffix}", ledger.uid()));
+        std::fs::create_dir(&other).unwrap();
+        std::fs::rename(ledger.dir().join(&name), other.join(&name)).unwrap();
+    };
+    plant("00000000000000a1", "0000:0a:00.0");
+    let mut first = Scan::default();
+    ledger.scan_others(&me, &mut first);
+    assert_eq!(first.gpus(), ["0000:0a:00.0"]);
+    let shared = std::fs::read_to_string(ledger.dir().join("rview")).unwrap();
+    assert!(shared.contains("00000000000000a1"), "{shared}");
+    // The next launch reads what the first found, without listing the root; so does
+    // its settling read.
+    let listings = || others::ROOT_LISTINGS.with(|n| n.get());
+    let before = listings();
+    let next = Ledger::open(&env).unwrap();
+    let mut second = Scan::default();
+    next.scan_others(&me, &mut second);
+    assert_eq!(second.gpus(), ["0000:0a:00.0"]);
+    let mut settling = Scan::default();
+    next.scan_claims_of_others(&me, &mut settling);
+    assert_eq!(settling.gpus(), ["0000:0a:00.0"]);
+    assert_eq!(listings(), before, "the root was listed again");
+    // A directory made since changes the root's links: listed again, both read.
+    plant("00000000000000b2", "0000:0b:00.0");
+    let mut third = Scan::default();
+    Ledger::open(&env).unwrap().scan_others(&me, &mut third);
+    assert_eq!(third.gpus(), ["0000:0a:00.0", "0000:0b:00.0"]);
+    assert_eq!(listings(), before + 1);
+    // A shared read naming a path is no read.
+    std::fs::write(
+        ledger.dir().join("rview"),
+        format!(
+            "binder-rview 1\nlinks {}\ndir binder-ledger.x/../..\n",
+            std::fs::metadata(&dir)
+                .map(|m| std::os::unix::fs::MetadataExt::nlink(&m))
+                .unwrap()
+        ),
+    )
+    .unwrap();
+    let links = std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(&dir).unwrap());
+    assert!(shared::read_root(ledger.own_fd(), ledger.uid(), links).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This machine's processes as `Real` shows them, but no other user's: a test's whole
+/// view of the node is then quick however busy the machine is.
+struct Alone;
+
+impl Procs for Alone {
+    fn me(&self) -> u32 {
+        crate::procfs::Real.me()
+    }
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        crate::procfs::Real.stat(pid)
+    }
+    fn status(&self, pid: u32) -> Option<Status> {
+        crate::procfs::Real.status(pid)
+    }
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        crate::procfs::Real.threads(pid)
+    }
+    fn online(&self) -> Option<Vec<usize>> {
+        crate::procfs::Real.online()
+    }
+    fn others(&self, _: u32) -> Option<Vec<crate::procfs::Other>> {
+        Some(Vec::new())
+    }
 }
