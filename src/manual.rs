@@ -163,7 +163,7 @@ pub const FILES: &[Entry] = &[
     },
     Entry {
         names: &["~/.cache/binder/ledger-key"],
-        what: "128 random bits, yours alone (mode 0600), made only when another user took your ledger directory's name: your directory's name then derives from it and the boot id, so nobody can take it first",
+        what: "128 random bits, yours alone (mode 0600), made only when another user took your ledger directory's name: your directory's name then derives from it and the boot id, so nobody can take it first (without a usable home, the key `binder-ledger-key` in the kernel's user keyring)",
     },
     Entry {
         names: &["$XDG_RUNTIME_DIR/binder/", "/dev/shm/binder-UID/", "/tmp/binder-UID/"],
