@@ -458,3 +458,38 @@ fn a_warning_is_said_once_even_when_the_launch_is_handed_over() {
     );
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// 64 tasks of one job started at once with no launcher (`--local-rank`, one session:
+/// the job is the process group) join the one plan its first task made: one job id. A
+/// task joining leaves its job's claims unread (#45), and the tidying of plans once took
+/// that for a job with no live task and removed the plan under the later ranks (108 jobs
+/// of 256 tasks).
+#[test]
+fn tasks_of_one_job_started_at_once_join_one_plan() {
+    use std::process::Command;
+    if !crate::common::prerequisite(crate::common::has("setsid"), "setsid") {
+        return;
+    }
+    let n = 64;
+    let bin = crate::common::binder();
+    let mut batch = Command::new("setsid");
+    batch.args(["--wait", "bash", "-c"]).arg(format!(
+        "for i in $(seq 0 {}); do '{}' --local-rank $i --local-size {n} shapes/bind-none.yaml -- sh -c 'echo $BINDER_JOB' & done; wait",
+        n - 1,
+        crate::common::binder_exe(),
+    ));
+    batch.current_dir(crate::common::root());
+    for (k, v) in bin.get_envs() {
+        match v {
+            Some(v) => batch.env(k, v),
+            None => batch.env_remove(k),
+        };
+    }
+    let out = batch.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let jobs: std::collections::BTreeSet<&str> = stdout.lines().collect();
+    assert_eq!(stdout.lines().count(), n, "{stdout}{stderr}");
+    assert_eq!(jobs.len(), 1, "{jobs:?}\n{stderr}");
+}

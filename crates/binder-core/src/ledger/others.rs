@@ -44,6 +44,9 @@ thread_local! {
 /// user's next launches (`super::shared::read_root`): a root this large takes a while
 /// to list, a small one less time than the shared file would.
 const SHARE_ROOT_ABOVE: usize = 4096;
+/// The smallest root directory size at which a shared read is looked for: 4,096 names
+/// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
+const SHARED_ROOT_SIZE: i64 = 4096 * 20;
 /// The most unverifiable claims (where `/proc` hides their processes) that steer a plan.
 const MAX_STEER: usize = 256;
 
@@ -98,9 +101,12 @@ impl Ledger {
         // The root's link count before it is listed: a directory made after this look
         // raises it, whether or not the listing below sees the directory.
         // (`st_nlink` is a u64 on x86_64 and a u32 on aarch64.)
+        let st = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW).ok();
         #[allow(clippy::unnecessary_cast)]
-        let links = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW)
-            .map_or(0, |st| st.st_nlink as u64);
+        let links = st.as_ref().map_or(0, |st| st.st_nlink as u64);
+        // A directory's size grows with its names (tmpfs: 20 bytes a name; ext4: a block
+        // per few hundred): only a root this large can have had its read shared.
+        let large = st.is_some_and(|st| st.st_size >= SHARED_ROOT_SIZE);
         // The root unchanged since it was read (subdirectories count in its links; a
         // file system that does not count them, with fewer than 3 links, is always
         // listed): the directories found then are all there is to read, their claims
@@ -109,7 +115,9 @@ impl Ledger {
         // flood of names: a second full listing cost each launch its whole budget).
         if links >= 3 {
             let known = if whole {
-                super::shared::read_root(self.own_fd(), scan.me, links)
+                large
+                    .then(|| super::shared::read_root(self.own_fd(), scan.me, links))
+                    .flatten()
             } else {
                 self.read_at.lock().map_or(None, |r| r.clone())
             };
@@ -121,6 +129,10 @@ impl Ledger {
                     None
                 } else if whole {
                     self.whole_view(procs, scan)
+                } else if known.dirs.is_empty() {
+                    // Nothing to check claims against: no view to build (it reads
+                    // /proc/self/status for hidepid).
+                    None
                 } else {
                     Some(KernelView::claimed(procs, scan.me))
                 };

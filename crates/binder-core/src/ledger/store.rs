@@ -362,9 +362,12 @@ impl Ledger {
         // A launcher's job is kept while its plan is young even when no task of it lives:
         // its plan records the shape the job's first ranks ran, which an MPMD context
         // that starts after they ended must still be refused against (SEMANTICS §4.2).
+        // A job whose claims were left unread (`list_own_but`) is the launching task's
+        // own, joining its young plan: never removed here.
         let plans = std::mem::take(&mut own.plans);
         for part in plans {
-            if budget > 0 && !own.alive(&part) && !self.young_launcher_plan(&part) {
+            let unread = own.unread.iter().any(|c| c.job == part);
+            if budget > 0 && !unread && !own.alive(&part) && !self.young_launcher_plan(&part) {
                 budget -= 1;
                 let _ = rfs::unlinkat(dir, format!("job.{part}").as_str(), AtFlags::empty());
             } else {
