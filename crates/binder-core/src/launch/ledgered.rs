@@ -357,25 +357,16 @@ impl Attempt<'_, '_> {
             claim.pidns = self.procs.pid_ns();
             let name = ledger.write_claim(&claim).map_err(Stopped::Uncoordinated)?;
             self.claimed = Some(name.clone());
-            // The last plan stands: it avoids every CPU the kernel showed bound a moment
-            // ago, so a rival that keeps moving onto this task's units (another user's
-            // process that follows its claims) cannot make it refuse or fall back to an
-            // uncoordinated plan.
-            let last = round == MAX_ROUNDS;
-            let settled = if share || last {
+            // Every plan is settled against the claims of other jobs' tasks, the last one
+            // too: a task never runs on units it did not verify (#45). A process that
+            // follows this task's claims writes none, so it cannot make the task refuse:
+            // each plan avoids every CPU the kernel showed bound a moment ago.
+            let settled = if share {
                 Some(true)
             } else {
                 self.settle(&claim, &scan)
             };
             if let Some(seen) = settled {
-                if last && !share {
-                    crate::text::emit(
-                        err,
-                        &format!(
-                            "warning: other tasks kept taking this task's units through {MAX_ROUNDS} plans; runs on the units planned around what they held a moment ago"
-                        ),
-                    );
-                }
                 // The marker tells a rival that started earlier and overlaps this claim
                 // that this task has read the others: it then moves instead of waiting.
                 // With nobody else's claim in sight there is no rival to tell (one that
@@ -388,12 +379,17 @@ impl Attempt<'_, '_> {
             // Another job's task goes first: take the claim back and plan around it.
             ledger.withdraw(&name, self.me.0, self.me.1);
             self.claimed = None;
+            if round == MAX_ROUNDS {
+                break;
+            }
             own = ledger.list_own(self.procs);
             scan = self.scan(&own, &id, now, hz, err)?;
         }
-        Err(Stopped::Uncoordinated(format!(
-            "other jobs' tasks kept claiming the same units through {MAX_ROUNDS} plans"
-        )))
+        // Tasks of other jobs that started first took every plan's units: the node has
+        // none free for this task at the moment, and running it anyway would share them.
+        Err(Stopped::Error(
+            LedgerError::Contended { rounds: MAX_ROUNDS }.into(),
+        ))
     }
 
     /// What other jobs hold now (this user's other jobs, and every other user's).

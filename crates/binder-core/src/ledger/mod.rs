@@ -512,6 +512,13 @@ pub enum LedgerError {
         /// This task's shape.
         origin: String,
     },
+    /// Tasks of other jobs that started first took the units of every plan this task
+    /// made: it is not run on units it could not verify (#45).
+    #[error("tasks of other jobs that started first took the units of each of this task's {rounds} plans: the node has none free for it at this moment, and the task was not started; launch it again, or share units with --share (or `options.share: true`)")]
+    Contended {
+        /// The plans made.
+        rounds: usize,
+    },
     /// A plan without this task's rank (every plan has a view per local rank: a bug).
     #[error("the plan has no local rank {0}; this is a bug in binder, please report it")]
     NoRank(usize),
