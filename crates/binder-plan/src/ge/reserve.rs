@@ -8,6 +8,10 @@
 use super::codec::{Letter, Tree};
 use super::GeError;
 
+/// The largest object index a reserved location names: a node has fewer threads
+/// (`codec::MAX_TOPOLOGY_THREADS`), so a larger one names nothing.
+const MAX_INDEX: usize = super::codec::MAX_TOPOLOGY_THREADS;
+
 /// Where the site's reservation lives: a YAML file with `reserve: [ENTRY, ...]`, read by
 /// every binder on the node. `BINDER_SITE_FILE` points elsewhere (tests, modules).
 pub use binder_core::launch::line::SITE_FILE;
@@ -150,19 +154,18 @@ fn resolve_one(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
             bad("write `first-core`, `first-core-per-socket` or a location like `core:0`, `package:1.core:0`, `pu:0-1`".into())
         })?;
         let letter = letter_of(ty).map_err(bad)?;
-        let (a, b) = match range.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (range, range),
-        };
-        let (a, b) = match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
-            (Ok(a), Ok(b)) if a <= b => (a, b),
-            _ => {
-                return Err(bad(format!(
-                    "`{}` is not an index or a range A-B",
+        // The one range-list reader (`cpulist::parse_ranges`): an index, a range A-B, or
+        // a list of them (`core:0,2`), each object once.
+        let picked = binder_core::cpulist::parse_ranges(range, MAX_INDEX, MAX_INDEX + 1)
+            .ok()
+            .filter(|r| !r.values.is_empty())
+            .ok_or_else(|| {
+                bad(format!(
+                    "`{}` is not an index, a range A-B or a list of them",
                     binder_core::text::clip(range, 16)
-                )))
-            }
-        };
+                ))
+            })?
+            .values;
         // At the top, indexes count over the whole node; after a `.`, inside each object.
         let groups: Vec<Vec<usize>> = if top {
             vec![scope.iter().flat_map(|&s| subtree(tree, s)).collect()]
@@ -176,7 +179,13 @@ fn resolve_one(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
                 .into_iter()
                 .filter(|&n| same(tree.nodes[n].letter, letter))
                 .collect();
-            next.extend(inside.into_iter().skip(a).take(b - a + 1));
+            next.extend(
+                inside
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| picked.binary_search(i).is_ok())
+                    .map(|(_, n)| n),
+            );
         }
         if next.is_empty() {
             return Err(bad(format!("there is no {part} on this node")));
