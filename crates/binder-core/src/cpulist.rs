@@ -147,6 +147,27 @@ pub fn parse_ranges(text: &str, max_value: usize, max_count: usize) -> Result<Ra
 }
 
 /// A side of a range that is not a number stands for the whole part (`1-x`, not `x`).
+/// The bounds a range list read through `str::parse` gets: numbers up to 2^20 (more CPUs,
+/// ranks or objects than any node has) and as many of them; readers that know a tighter
+/// bound call [`parse_ranges`] with it.
+pub const MAX_LISTED: usize = 1 << 20;
+
+impl std::str::FromStr for Ranges {
+    type Err = RangeError;
+
+    /// [`parse_ranges`] within [`MAX_LISTED`].
+    fn from_str(text: &str) -> Result<Ranges, RangeError> {
+        parse_ranges(text, MAX_LISTED, MAX_LISTED)
+    }
+}
+
+impl std::fmt::Display for Ranges {
+    /// The list as taskset and /proc print it (`0-3,8`): what [`parse_ranges`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&cpu_list(&self.values))
+    }
+}
+
 fn whole(error: RangeError, part: &str) -> RangeError {
     match error {
         RangeError::NotANumber(_) => RangeError::NotANumber(crate::text::clip(part.trim(), 40)),
@@ -180,6 +201,20 @@ mod tests {
         assert_eq!(read("0-10"), Err(RangeError::TooMany));
         assert_eq!(read("0-9").unwrap().values.len(), 10);
         assert_eq!(read(&"0-9,".repeat(1000)), Err(RangeError::TooMany));
+    }
+
+    /// The type reads and writes the one form: a list printed reads back as itself.
+    #[test]
+    fn a_list_prints_as_it_reads() {
+        for text in ["0-3,8", "5", "", "0,2,4-6,1048576"] {
+            let list: Ranges = text.parse().unwrap();
+            assert_eq!(list.to_string(), text);
+        }
+        assert_eq!(" 3 ,1-2".parse::<Ranges>().unwrap().to_string(), "1-3");
+        assert_eq!(
+            "1048577".parse::<Ranges>(),
+            Err(RangeError::TooLarge("1048577".into()))
+        );
     }
 
     #[test]
