@@ -395,24 +395,16 @@ fn a_low_open_file_limit_neither_blinds_the_launch_nor_reaches_the_task() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let held =
         allowed_list(&std::fs::read_to_string(format!("/proc/{}/status", first.id())).unwrap());
-    let bin = crate::common::binder();
     let mut second = Command::new("bash");
-    second
+    crate::common::isolated(&mut second)
         .arg("-c")
         .arg(format!(
             "ulimit -Sn 5; exec '{}' '{}' -- sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2; ulimit -Sn'",
             crate::common::binder_exe(),
             shape.display()
         ))
+        // The first job's ledger (after `isolated`'s own: the last setting stands).
         .env("BINDER_LEDGER_DIR", &ledger);
-    for (k, v) in bin.get_envs() {
-        if k != "BINDER_LEDGER_DIR" {
-            match v {
-                Some(v) => second.env(k, v),
-                None => second.env_remove(k),
-            };
-        }
-    }
     let out = second.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -471,21 +463,13 @@ fn tasks_of_one_job_started_at_once_join_one_plan() {
         return;
     }
     let n = 64;
-    let bin = crate::common::binder();
     let mut batch = Command::new("setsid");
     batch.args(["--wait", "bash", "-c"]).arg(format!(
         "for i in $(seq 0 {}); do '{}' --local-rank $i --local-size {n} shapes/bind-none.yaml -- sh -c 'echo $BINDER_JOB' & done; wait",
         n - 1,
         crate::common::binder_exe(),
     ));
-    batch.current_dir(crate::common::root());
-    for (k, v) in bin.get_envs() {
-        match v {
-            Some(v) => batch.env(k, v),
-            None => batch.env_remove(k),
-        };
-    }
-    let out = batch.output().unwrap();
+    let out = crate::common::isolated(&mut batch).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -30,6 +30,7 @@
 
 mod fsio;
 mod keyring;
+mod own_dir;
 
 pub mod kernel;
 pub mod others;

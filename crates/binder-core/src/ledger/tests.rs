@@ -517,7 +517,7 @@ fn a_taken_name_without_a_home_is_named_by_the_keyring() {
         std::fs::create_dir(dir.join(format!("binder-ledger.{uid}.{n:016x}"))).unwrap();
     }
     let ledger = open(&dir);
-    let want = store::secret_name(uid, &key).unwrap();
+    let want = own_dir::secret_name(uid, &key).unwrap();
     assert_eq!(ledger.dir(), dir.join(&want));
     assert!(!ledger.in_fallback());
     assert_eq!(open(&dir).dir(), ledger.dir());
