@@ -31,6 +31,7 @@
 mod fsio;
 mod keyring;
 mod own_dir;
+mod root;
 
 pub mod kernel;
 pub mod others;

@@ -1,5 +1,6 @@
-//! Reading the other users' ledger directories (SEMANTICS §13.1, §13.2): every directory
-//! of the ledger root that carries the prefix, but this user's own, within hard caps: at
+//! Reading the other users' ledger directories (SEMANTICS §13.1, §13.2), as
+//! `super::root` finds them: every directory of the ledger root that carries the
+//! prefix, but this user's own, within hard caps: at
 //! most `MAX_DIRS_PER_USER` directories per owner (canonical names first, so a flood of
 //! names cannot push a real directory out of its owner's quota), `MAX_DIR_ENTRIES`
 //! names per directory and `SCAN_BUDGET` of time; a claim file is read only when its
@@ -8,19 +9,19 @@
 //! What these files say never decides another user's CPUs: the kernel's view is taken
 //! on every scan ([`super::kernel`], shared between a user's launches by
 //! [`super::shared`]) and every bound process of another user holds where it runs,
-//! claimed or not, with an entry in this root or without. A budget spent by a flood of names therefore costs only the GPUs and
-//! job names of the claims left unread, never a CPU.
+//! claimed or not, with an entry in this root or without. A budget spent by a flood of
+//! names therefore costs only the GPUs and job names of the claims left unread, never a
+//! CPU.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
-use super::fsio::{for_names, list_dir, open_dir, read_at, MAX_DIR_ENTRIES, MAX_ROOT_ENTRIES};
+use super::fsio::{for_names, open_dir, read_at, MAX_DIR_ENTRIES};
 use super::kernel::{self, KernelView};
-use super::store::RootRead;
 use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
 use super::verify::{self, claim_name, parse_claim};
 use super::Scan;
@@ -34,27 +35,15 @@ pub(crate) const SCAN_BUDGET: Duration = Duration::from_millis(250);
 /// Above this many claim names in one of this user's other directories, `/proc` is
 /// listed once instead of read per name.
 const LIST_PIDS_ABOVE: usize = 64;
-#[cfg(test)]
-thread_local! {
-    /// How many times this thread listed a ledger root (the unit tests count them).
-    pub(super) static ROOT_LISTINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
 
-/// A root read that saw more names than this (or ran out of time) is shared with the
-/// user's next launches (`super::shared::read_root`): a root this large takes a while
-/// to list, a small one less time than the shared file would.
-const SHARE_ROOT_ABOVE: usize = 4096;
-/// The smallest root directory size at which a shared read is looked for: 4,096 names
-/// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
-const SHARED_ROOT_SIZE: i64 = 4096 * 20;
 /// The most unverifiable claims (where `/proc` hides their processes) that steer a plan.
 const MAX_STEER: usize = 256;
 
 /// What one scan of the other directories carries from directory to directory.
-struct Reading<'a> {
+pub(super) struct Reading<'a> {
     procs: &'a dyn Procs,
     me: u32,
-    view: Option<KernelView>,
+    pub(super) view: Option<KernelView>,
     deadline: Instant,
     /// This user's live PIDs, listed once when one of its other directories is large.
     live: Option<Option<HashSet<u32>>>,
@@ -83,160 +72,8 @@ pub fn kernel_scan(procs: &dyn Procs, me: u32) -> Scan {
 }
 
 impl Ledger {
-    /// Every other directory's live claims (other users', and any second directory of
-    /// this user's), verified, into `scan`; bounded as the module text says.
-    pub fn scan_others(&self, procs: &dyn Procs, scan: &mut Scan) {
-        self.scan_others_in(procs, scan, true);
-    }
-
-    /// [`Ledger::scan_others`] as a task settling its claim reads them again: the claims
-    /// alone, each checked against its own process (the kernel's view of the whole node,
-    /// unclaimed bound processes included, was taken when the task planned).
-    pub fn scan_claims_of_others(&self, procs: &dyn Procs, scan: &mut Scan) {
-        self.scan_others_in(procs, scan, false);
-    }
-
-    fn scan_others_in(&self, procs: &dyn Procs, scan: &mut Scan, whole: bool) {
-        let deadline = Instant::now() + SCAN_BUDGET;
-        // The root's link count before it is listed: a directory made after this look
-        // raises it, whether or not the listing below sees the directory.
-        // (`st_nlink` is a u64 on x86_64 and a u32 on aarch64.)
-        let st = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW).ok();
-        #[allow(clippy::unnecessary_cast)]
-        let links = st.as_ref().map_or(0, |st| st.st_nlink as u64);
-        // A directory's size grows with its names (tmpfs: 20 bytes a name; ext4: a block
-        // per few hundred): only a root this large can have had its read shared.
-        let large = st.is_some_and(|st| st.st_size >= SHARED_ROOT_SIZE);
-        // The root unchanged since it was read (subdirectories count in its links; a
-        // file system that does not count them, with fewer than 3 links, is always
-        // listed): the directories found then are all there is to read, their claims
-        // again, not the root's names. Settling, since this launch planned; planning,
-        // since the user's last launch listed a root too large to list each time (a
-        // flood of names: a second full listing cost each launch its whole budget).
-        if links >= 3 {
-            let known = if whole {
-                large
-                    .then(|| super::shared::read_root(self.own_fd(), scan.me, links))
-                    .flatten()
-            } else {
-                self.read_at.lock().map_or(None, |r| r.clone())
-            };
-            if let Some(known) = known.filter(|r| r.links == links) {
-                self.remember(known.clone());
-                // (As below: with nobody's names in sight, `in-sight` takes no look.)
-                let nobody = known.dirs.is_empty() && known.incomplete.is_none();
-                let view = if whole && nobody && !self.looks_always() {
-                    None
-                } else if whole {
-                    self.whole_view(procs, scan)
-                } else if known.dirs.is_empty() {
-                    // Nothing to check claims against: no view to build (it reads
-                    // /proc/self/status for hidepid).
-                    None
-                } else {
-                    Some(KernelView::claimed(procs, scan.me))
-                };
-                self.read_known(known, view, procs, scan, deadline);
-                return;
-            }
-        }
-        #[cfg(test)]
-        ROOT_LISTINGS.with(|n| n.set(n.get() + 1));
-        let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
-            scan.incomplete = Some(format!("{} cannot be read", self.root().display()));
-            if let Some(view) = kernel::look(procs, scan) {
-                kernel::add_unclaimed(&view, procs, scan);
-            }
-            return;
-        };
-        let own_name = self
-            .dir()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_owned();
-        let mut names = Vec::new();
-        let mut seen = 0usize;
-        let complete = for_names(&mut listing, MAX_ROOT_ENTRIES, |name, kind| {
-            if name.starts_with(PREFIX)
-                && name != own_name
-                && matches!(kind, FileType::Directory | FileType::Unknown)
-            {
-                names.push(name.to_owned());
-            }
-            seen += 1;
-            seen % 1024 != 0 || Instant::now() < deadline
-        });
-        let listed = (!complete).then(|| format!("{} holds too many names", self.root().display()));
-        if listed.is_some() {
-            scan.incomplete.clone_from(&listed);
-        }
-        // No other user's files in sight: nothing to read, but their bound tasks still
-        // count whether or not they use binder or this root (SEMANTICS §13.3: `taskset`,
-        // `BINDER_LEDGER=off`, another `BINDER_LEDGER_DIR`). The look is shared
-        // (`super::shared`), so a user alone on the node pays for one per 250 ms; a
-        // `/proc` that cannot be listed costs nothing here (there is nobody to miss but
-        // those, and the fallback says so where it looks). `BINDER_KERNEL_VIEW=in-sight`
-        // skips this look (the test suite's runs, whose expected CPUs must not depend on
-        // other users' jobs on the machine).
-        if names.is_empty() && complete {
-            self.remember(RootRead {
-                links,
-                dirs: Vec::new(),
-                incomplete: None,
-            });
-            if whole && self.looks_always() {
-                if let Some(view) = super::shared::look(self.own_fd(), procs, scan.me) {
-                    kernel::add_unclaimed(&view, procs, scan);
-                }
-            }
-            return;
-        }
-        let view = if whole {
-            self.whole_view(procs, scan)
-        } else {
-            Some(KernelView::claimed(procs, scan.me))
-        };
-        let mut reading = self.reading(procs, view, deadline);
-        let Ok(root) = listing.fd() else {
-            return;
-        };
-        let dirs = self.read_dirs(root, names, &mut reading, scan);
-        // What is missing from the read of the root itself (not a /proc that could
-        // not be listed: a later launch looks at /proc itself).
-        let read = RootRead {
-            links,
-            dirs,
-            incomplete: listed.or_else(|| {
-                (Instant::now() >= deadline).then(|| {
-                    format!(
-                        "reading {} took longer than {} ms",
-                        self.root().display(),
-                        SCAN_BUDGET.as_millis()
-                    )
-                })
-            }),
-        };
-        if whole && (seen > SHARE_ROOT_ABOVE || !complete) {
-            super::shared::write_root(self.own_fd(), &read);
-        }
-        self.remember(read);
-        if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
-            kernel::add_unclaimed(view, procs, scan);
-        }
-    }
-
-    /// The kernel's view of the whole node (shared: `super::shared`), or why not.
-    fn whole_view(&self, procs: &dyn Procs, scan: &mut Scan) -> Option<KernelView> {
-        let view = super::shared::look(self.own_fd(), procs, scan.me);
-        if view.is_none() {
-            scan.incomplete = Some("/proc cannot be listed".into());
-        }
-        view
-    }
-
     /// A read of the other directories, through `view`, until `deadline`.
-    fn reading<'p>(
+    pub(super) fn reading<'p>(
         &self,
         procs: &'p dyn Procs,
         view: Option<KernelView>,
@@ -257,41 +94,10 @@ impl Ledger {
         }
     }
 
-    /// Keeps what a read of the root found, for the settling reads of this launch.
-    fn remember(&self, read: RootRead) {
-        if let Ok(mut r) = self.read_at.lock() {
-            *r = Some(read);
-        }
-    }
-
-    /// The claims of the directories a read of the root found (the root unchanged
-    /// since), each checked again to be what it was, through `view`.
-    fn read_known(
-        &self,
-        known: RootRead,
-        view: Option<KernelView>,
-        procs: &dyn Procs,
-        scan: &mut Scan,
-        deadline: Instant,
-    ) {
-        let mut reading = self.reading(procs, view, deadline);
-        if !known.dirs.is_empty() {
-            if let Ok(root) = open_dir(rfs::CWD, self.root()) {
-                self.read_dirs(root.as_fd(), known.dirs, &mut reading, scan);
-            }
-        }
-        if scan.incomplete.is_none() {
-            scan.incomplete = known.incomplete;
-        }
-        if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
-            kernel::add_unclaimed(view, procs, scan);
-        }
-    }
-
     /// The other directories named `names` (in the root `listing` holds open), each
     /// checked to be a real directory only its owner can write, into `scan`.
     /// Returns the names of the directories it read.
-    fn read_dirs(
+    pub(super) fn read_dirs(
         &self,
         root: BorrowedFd<'_>,
         mut names: Vec<String>,

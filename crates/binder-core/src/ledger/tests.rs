@@ -562,7 +562,7 @@ fn a_large_roots_read_is_shared_until_a_directory_appears() {
     assert!(shared.contains("00000000000000a1"), "{shared}");
     // The next launch reads what the first found, without listing the root; so does
     // its settling read.
-    let listings = || others::ROOT_LISTINGS.with(|n| n.get());
+    let listings = || root::ROOT_LISTINGS.with(|n| n.get());
     let before = listings();
     let next = Ledger::open(&env).unwrap();
     let mut second = Scan::default();
