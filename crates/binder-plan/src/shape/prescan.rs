@@ -4,7 +4,8 @@
 //!
 //! The depth count reads the text as YAML's scanner does wherever a bracket could mean
 //! something else: inside quoted scalars (with `\"` and `''` escapes, across lines), in
-//! block scalars (`|`, `>`), in plain words (`a{b`), in comments. It must never refuse
+//! block scalars (`|`, `>`), in plain words (`a{b`) and plain scalars in block context
+//! (`ge: t {{`), in comments. It must never refuse
 //! what binder itself writes: the fuzzer serializes every shape it accepts and parses it
 //! again, and found each of those readings once.
 
@@ -115,6 +116,9 @@ impl Scanner {
         let mut prev = ' ';
         let mut opened = false;
         let mut escaped = false;
+        // Inside a plain scalar in block context (`key: t {{`): text to the end of the
+        // line or to `: ` (the end of a key), brackets and quotes included.
+        let mut plain = false;
         let mut chars = line.char_indices().enumerate().peekable();
         while let Some((col, (byte, c))) = chars.next() {
             let starts = opened || prev.is_whitespace() || ",:-?".contains(prev);
@@ -130,10 +134,25 @@ impl Scanner {
                 }
                 (Some(q), c) if c == q => self.quote = None,
                 (Some(_), _) => {}
-                // A quote opens a scalar only where one starts (`it's` is a plain word).
-                (None, '"' | '\'') if starts => self.quote = Some(c),
                 // A comment runs to the end of the line.
                 (None, '#') if prev.is_whitespace() => return Ok(()),
+                // `: ` ends a plain key; what follows starts a node.
+                (None, ':') if plain => {
+                    plain = !chars.peek().is_none_or(|(_, (_, n))| n.is_whitespace());
+                }
+                (None, _) if plain => {}
+                // A plain scalar starts where a node starts with no indicator, in block
+                // context (in a flow collection a bracket ends it, so brackets count).
+                (None, c)
+                    if starts
+                        && self.depth == 0
+                        && !c.is_whitespace()
+                        && !"-?:,[]{}#&*!|>'\"%@`".contains(c) =>
+                {
+                    plain = true;
+                }
+                // A quote opens a scalar only where one starts (`it's` is a plain word).
+                (None, '"' | '\'') if starts => self.quote = Some(c),
                 // `|` or `>` with only indicators and a comment after it opens a block
                 // scalar: the lines indented further are its text, not structure.
                 (None, '|' | '>') if starts && self.depth == 0 => {

@@ -82,3 +82,20 @@ fn lines_break_as_yaml_does() {
     assert_eq!(prescan("a: 1\rb: \u{2028}").unwrap_err().0, (2, 4));
     assert_eq!(prescan("a: 1\r\n\tb: 2").unwrap_err().0, (2, 1));
 }
+
+/// A plain scalar in block context is text to its line's end (`ge: t\ ${{ …`): its
+/// brackets open nothing (found by the fuzzer: a `ge` string whose single-quoted form
+/// spanned lines was written back plain, with 137 `{`, and refused as nested too deep).
+#[test]
+fn a_plain_scalar_holds_brackets_as_text() {
+    round_trips(include_str!(
+        "../../../../../fuzz/corpus/shape/crash-ge-folded-single-quoted.yaml"
+    ));
+    assert!(prescan(&format!("options:\n  ge: t {}\n", "{".repeat(40))).is_ok());
+    assert!(prescan(&format!("a: x{}\n", " {".repeat(40))).is_ok());
+    // After `key: `, a flow collection still nests.
+    assert!(prescan(&format!("a: {}\n", "{".repeat(40))).is_err());
+    assert!(prescan(&format!("options: {}\n", "[".repeat(33))).is_err());
+    // Inside a flow collection a plain scalar ends at a bracket: they still count.
+    assert!(prescan(&format!("a: [x {}\n", "[".repeat(40))).is_err());
+}
