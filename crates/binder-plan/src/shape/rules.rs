@@ -2,6 +2,12 @@
 
 use super::{Bind, CoreKind, Membind, Memory, ObjType, Pattern, Resource, Shape};
 
+/// The longest `options.ge` taken.
+const MAX_GE_BYTES: usize = 4096;
+/// The most `options.reserve` locations taken, and the longest one.
+const MAX_RESERVED: usize = 256;
+const MAX_LOCATION_BYTES: usize = 128;
+
 impl Shape {
     /// Rules that need the whole tree (SEMANTICS §10): slots stand at one level, never
     /// inside another slot or a device, and do not mix with GPU localities or interleave.
@@ -66,6 +72,25 @@ impl Shape {
         }
         if self.options.oversubscribe && !self.ranks.is_empty() {
             return Err("`oversubscribe` with `ranks:`: rules give their ranks units of their own; oversubscribe a shape without rules, or give the rules fewer ranks".to_owned());
+        }
+        // A qsub request and a reserved location are short; bounded, binder's written
+        // form of a shape (escapes double a `\`) stays within what the reader takes.
+        if self
+            .options
+            .ge
+            .as_ref()
+            .is_some_and(|g| g.len() > MAX_GE_BYTES)
+        {
+            return Err(format!("`options.ge` is longer than {MAX_GE_BYTES} bytes; a Grid Engine request is a few words, as qsub takes it"));
+        }
+        if self.options.reserve.len() > MAX_RESERVED
+            || self
+                .options
+                .reserve
+                .iter()
+                .any(|r| r.len() > MAX_LOCATION_BYTES)
+        {
+            return Err(format!("`options.reserve` holds more than {MAX_RESERVED} locations or one longer than {MAX_LOCATION_BYTES} bytes; name each location briefly, for example `core:0`"));
         }
         if self.options.ge.as_deref().is_some_and(broken) {
             return Err("`options.ge` holds a line break or control character; write the Grid Engine request on one line, as qsub takes it".to_owned());

@@ -99,3 +99,13 @@ fn a_plain_scalar_holds_brackets_as_text() {
     // Inside a flow collection a plain scalar ends at a bracket: they still count.
     assert!(prescan(&format!("a: [x {}\n", "[".repeat(40))).is_err());
 }
+
+/// A `ge` request of 65,000 bytes across 1,919 lines was taken, and written back escaped
+/// past the reader's 64 KiB (found by the fuzzer): `options.ge` is bounded to 4 KiB.
+#[test]
+fn a_long_ge_request_is_refused() {
+    let text = include_str!("../../../../../fuzz/corpus/shape/crash-ge-multiline-2.yaml");
+    let e = Shape::from_yaml(text, "f.yaml").unwrap_err().to_string();
+    assert!(e.contains("longer than 4096 bytes"), "{e}");
+    round_trips(&format!("options: {{ge: '{}'}}\n", "\\".repeat(4096)));
+}
