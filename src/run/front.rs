@@ -38,9 +38,6 @@ struct Cli<'a> {
     shape: &'a Shape,
     identity: &'a Identity,
     command: &'a [OsString],
-    /// What binder set in its own environment for hwloc (`hwenv::set_here`), kept from
-    /// the task.
-    scrub: Vec<&'static str>,
 }
 
 impl<'a> Front for Cli<'a> {
@@ -63,10 +60,11 @@ impl<'a> Front for Cli<'a> {
         if (self.config.verbose || view.membind.is_some()) && self.planner.topology.is_none() {
             self.planner.topology = Some(load_host(self.shape, gpus)?);
         }
-        self.scrub = crate::hwenv::set_here();
+        // What binder set in its own environment for hwloc is kept from the task.
+        let scrub = crate::hwenv::set_here();
         let options = binder_core::launch::Options {
             started_on,
-            ..launch_options(self.config, view, self.command, &self.scrub)
+            ..launch_options(self.config, view, self.command, &scrub)
         };
         let topology = self.planner.topology.as_ref();
         Ok(crate::host_launch::prepare(
@@ -99,7 +97,6 @@ pub(super) fn launch(
         shape,
         identity: job.identity,
         command,
-        scrub: Vec::new(),
     };
     match flow::launch(job, env, &mut front, err) {
         Ok(vars) => binder_core::launch::exec(command, &vars, &crate::hwenv::set_here()).into(),
