@@ -143,11 +143,14 @@ impl Scanner {
                 (None, _) if plain => {}
                 // A plain scalar starts where a node starts with no indicator, in block
                 // context (in a flow collection a bracket ends it, so brackets count).
+                // `-`, `?` and `:` are indicators only before a space: `-{{` is plain.
                 (None, c)
                     if starts
                         && self.depth == 0
                         && !c.is_whitespace()
-                        && !"-?:,[]{}#&*!|>'\"%@`".contains(c) =>
+                        && (!"-?:,[]{}#&*!|>'\"%@`".contains(c)
+                            || ("-?:".contains(c)
+                                && chars.peek().is_some_and(|(_, (_, n))| !n.is_whitespace()))) =>
                 {
                     plain = true;
                 }

@@ -100,6 +100,26 @@ fn a_plain_scalar_holds_brackets_as_text() {
     assert!(prescan(&format!("a: [x {}\n", "[".repeat(40))).is_err());
 }
 
+/// `-`, `?` and `:` before a non-space start a plain scalar (`ge: -{{ …`), as YAML reads
+/// them; before a space they are indicators (found by the fuzzer: a `ge` string starting
+/// `-{{{{{` was written back plain and refused as nested too deep).
+#[test]
+fn a_plain_scalar_may_start_with_a_dash() {
+    round_trips(include_str!(
+        "../../../../../fuzz/corpus/shape/crash-ge-plain-dash-brace.yaml"
+    ));
+    let braces = "{".repeat(40);
+    for lead in ["-", "?", ":"] {
+        let text = format!("options:\n  ge: {lead}{braces}\n");
+        assert!(prescan(&text).is_ok(), "{text}");
+        let text = format!("a:\n  - {lead}x {braces}\n");
+        assert!(prescan(&text).is_ok(), "{text}");
+    }
+    // `- ` is a sequence entry, and a flow collection after it nests.
+    assert!(prescan(&format!("a:\n  - {braces}\n")).is_err());
+    assert!(prescan(&format!("a: - {braces}\n")).is_err());
+}
+
 /// A `ge` request of 65,000 bytes across 1,919 lines was taken, and written back escaped
 /// past the reader's 64 KiB (found by the fuzzer): `options.ge` is bounded to 4 KiB.
 #[test]
