@@ -77,23 +77,32 @@ pub(crate) fn binder() -> Command {
 /// `cmd` as binder's tests run anything that runs binder: from the repository root, no
 /// launcher variables, no site file, a node ledger of its own.
 pub(crate) fn isolated(cmd: &mut Command) -> &mut Command {
+    hermetic(cmd)
+        .env_remove("SLURM_CONF")
+        // Tests run in parallel: each launch gets a node ledger of its own, so two tests'
+        // tasks never see each other as jobs on the same node (the ledger's tests share
+        // one on purpose).
+        .env("BINDER_LEDGER_DIR", private_ledger())
+}
+
+/// `cmd` as binder's tests run a launcher that runs binder (`srun`, `sbatch`, a shell
+/// scenario): [`isolated`] but for the node ledger, which the caller chooses (a test
+/// cluster's nodes each have their own), and `SLURM_CONF` (the test cluster's, set by
+/// the caller; removed here only where the runner has one of its own).
+pub(crate) fn hermetic(cmd: &mut Command) -> &mut Command {
     cmd.current_dir(root());
     for (key, _) in std::env::vars() {
-        if is_launcher_var(&key) {
+        if is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
             cmd.env_remove(key);
         }
     }
     // The machine's own site reservation (/etc/binder/site.yaml) must not change results.
-    cmd.env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml");
-    // Tests run in parallel: each launch gets a node ledger of its own, so two tests'
-    // tasks never see each other as jobs on the same node (the ledger's tests share one
-    // on purpose).
-    // The node cache too: never the machine's default one.
-    cmd.env("BINDER_CACHE_DIR", scratch().join("cache"));
-    // Other users' bound tasks on this machine (another session's, or the hostile tests'
-    // users) must not move the CPUs a test expects: only users in sight count.
-    cmd.env("BINDER_KERNEL_VIEW", "in-sight");
-    cmd.env("BINDER_LEDGER_DIR", private_ledger())
+    cmd.env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
+        // The node cache: never the machine's default one.
+        .env("BINDER_CACHE_DIR", scratch().join("cache"))
+        // Other users' bound tasks on this machine (another session's, or the hostile
+        // tests' users) must not move the CPUs a test expects: only users in sight count.
+        .env("BINDER_KERNEL_VIEW", "in-sight")
 }
 
 /// This test binary's own scratch directory (its ledgers and caches), removed when the

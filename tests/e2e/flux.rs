@@ -44,20 +44,13 @@ struct Report {
 fn instance(size: usize, script: &str) -> Option<Vec<(String, Report)>> {
     let flux = flux()?;
     let mut cmd = Command::new(&flux);
-    cmd.current_dir(root())
+    common::isolated(&mut cmd)
         .args(["start", &format!("--test-size={size}"), "sh", "-c", script])
         .env("BINDER", common::binder_exe())
-        .env("PROBE", PROBE)
-        .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
+        .env("PROBE", PROBE);
     if let Some(dir) = flux.parent().filter(|d| !d.as_os_str().is_empty()) {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("{}:{path}", dir.display()));
-    }
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) {
-            cmd.env_remove(key);
-        }
     }
     let out = run(&mut cmd, SUCCESS);
     let text = String::from_utf8(out.stdout).unwrap();

@@ -153,7 +153,8 @@ fn make_install_then_both_plugins_from_the_installed_files() {
             std::thread::available_parallelism().map_or(1, usize::from)
         );
         let mut cmd = Command::new(flux.unwrap());
-        cmd.current_dir("/")
+        common::isolated(&mut cmd)
+            .current_dir("/")
             .args(["start", "--test-size=1", "flux", "run", "-n1", &cores, "-o"])
             .arg(format!("userrc={}", rc.display()))
             .args([
@@ -162,14 +163,7 @@ fn make_install_then_both_plugins_from_the_installed_files() {
                 "sh",
                 "-c",
                 "echo \"$BINDER_CPUS|$(grep Cpus_allowed_list /proc/self/status | cut -f2)\"",
-            ])
-            .env("BINDER_LEDGER_DIR", common::private_ledger())
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
-        for (key, _) in std::env::vars() {
-            if common::is_launcher_var(&key) {
-                cmd.env_remove(key);
-            }
-        }
+            ]);
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("/opt/flux/bin:{path}"));
         let out = cmd.output().unwrap();

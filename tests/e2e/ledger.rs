@@ -66,18 +66,11 @@ pub(crate) fn two_jobs_then_a_third(
     words.extend(["bash", "-c", SCENARIO, "scenario", dir_arg]);
     words.extend_from_slice(launcher);
     let mut cmd = Command::new(words[0]);
-    cmd.args(&words[1..]);
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.envs(env.iter().copied())
+    common::hermetic(&mut cmd)
+        .args(&words[1..])
+        .envs(env.iter().copied())
         .env("BIN", common::binder_exe())
-        .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-        .env("BINDER_SITE_FILE", "/nonexistent")
-        .current_dir(common::root());
+        .env("BINDER_LEDGER_DIR", dir.join("ledger"));
     let out = run(&mut cmd, SUCCESS);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let jobs: BTreeMap<String, (String, String)> = text
@@ -142,7 +135,6 @@ fn two_hydra_jobs_then_a_third() {
 fn background(dir: &Path, shape: &str) -> std::process::Child {
     let mut child = binder()
         .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
         .args([dir.join(shape).to_str().unwrap(), "--", "sleep", "60"])
         .stdout(Stdio::null())
         .spawn()
@@ -163,7 +155,6 @@ fn node_json(dir: &Path) -> serde_json::Value {
     let out = run(
         binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args(["node", "--format", "json"]),
         SUCCESS,
     );
@@ -173,16 +164,13 @@ fn node_json(dir: &Path) -> serde_json::Value {
 /// The CPUs an all-cores job gets now.
 fn all_cores_get(dir: &Path) -> String {
     let out = run(
-        binder()
-            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-            .args([
-                dir.join("all.yaml").to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                "grep Cpus_allowed_list /proc/self/status | cut -f2",
-            ]),
+        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
+            dir.join("all.yaml").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status | cut -f2",
+        ]),
         SUCCESS,
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -245,19 +233,23 @@ fn bind_none_runs_on_a_full_node() {
     let mut a = background(&dir, "one.yaml");
     let mut b = background(&dir, "one.yaml");
     let out = run(
-        binder()
-            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-            .args(["shapes/bind-none.yaml", "--", "sh", "-c", "echo ran"]),
+        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
+            "shapes/bind-none.yaml",
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ]),
         SUCCESS,
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
     // A job that binds is refused there, naming the two.
     let refused = run(
-        binder()
-            .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-            .args([dir.join("one.yaml").to_str().unwrap(), "--", "true"]),
+        binder().env("BINDER_LEDGER_DIR", dir.join("ledger")).args([
+            dir.join("one.yaml").to_str().unwrap(),
+            "--",
+            "true",
+        ]),
         REFUSED,
     );
     let err = String::from_utf8_lossy(&refused.stderr);

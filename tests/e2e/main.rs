@@ -61,18 +61,11 @@ fn promised(shape: &str, size: usize) -> BTreeMap<usize, String> {
 /// Runs `launcher_args… binder SHAPE -- sh -c PROBE` and checks every rank's report.
 fn check(launcher: &mut Command) {
     let bin = common::binder_exe();
-    launcher
-        .current_dir(root())
-        .args([bin, SHAPE, "--", "sh", "-c", PROBE]);
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            launcher.env_remove(key);
-        }
-    }
-    // The job's ranks meet in a ledger of this check's own (tests run in parallel).
-    launcher
-        .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
+    // The job's ranks meet in a ledger of this check's own (tests run in parallel); the
+    // caller's SLURM_CONF stays.
+    common::hermetic(launcher)
+        .args([bin, SHAPE, "--", "sh", "-c", PROBE])
+        .env("BINDER_LEDGER_DIR", common::private_ledger());
     let out = run(launcher, SUCCESS);
     let text = String::from_utf8(out.stdout).unwrap();
     let want = promised(SHAPE, TASKS);
@@ -98,9 +91,7 @@ fn check(launcher: &mut Command) {
 
 fn mpirun() -> Command {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe"])
-        .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
+    common::isolated(&mut cmd).args(["--allow-run-as-root", "--oversubscribe"]);
     cmd
 }
 
@@ -151,15 +142,7 @@ fn per_rank_rules_under_mpirun() {
     let mut launcher = mpirun();
     launcher
         .args(["--bind-to", "none", "-np", &tasks.to_string()])
-        .current_dir(root())
-        .args([bin, shape, "--", "sh", "-c", PROBE])
-        .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) {
-            launcher.env_remove(key);
-        }
-    }
+        .args([bin, shape, "--", "sh", "-c", PROBE]);
     let out = run(&mut launcher, SUCCESS);
     let text = String::from_utf8(out.stdout).unwrap();
     let want = promised(shape, tasks);
@@ -190,33 +173,25 @@ fn mpmd_contexts_with_different_shapes_are_refused_with_the_remedy() {
     }
     let bin = common::binder_exe();
     let mut cmd = mpirun();
-    cmd.current_dir(root())
-        .args([
-            "--bind-to",
-            "none",
-            "-np",
-            "1",
-            bin,
-            "shapes/cores-packed.yaml",
-        ])
-        .args([
-            "--",
-            "sleep",
-            "2",
-            ":",
-            "-np",
-            "1",
-            bin,
-            "shapes/cores-scatter.yaml",
-        ])
-        .args(["--", "sleep", "2"])
-        .env("BINDER_LEDGER_DIR", common::private_ledger())
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) {
-            cmd.env_remove(key);
-        }
-    }
+    cmd.args([
+        "--bind-to",
+        "none",
+        "-np",
+        "1",
+        bin,
+        "shapes/cores-packed.yaml",
+    ])
+    .args([
+        "--",
+        "sleep",
+        "2",
+        ":",
+        "-np",
+        "1",
+        bin,
+        "shapes/cores-scatter.yaml",
+    ])
+    .args(["--", "sleep", "2"]);
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
@@ -376,7 +351,7 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
     let (mut lines, mut garbled) = (0, Vec::new());
     for _ in 0..20 {
         let mut cmd = Command::new("mpiexec.hydra");
-        cmd.current_dir(root()).args([
+        common::isolated(&mut cmd).args([
             "-np",
             "8",
             bin,
@@ -386,13 +361,6 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
             "--",
             "true",
         ]);
-        for (key, _) in std::env::vars() {
-            if common::is_launcher_var(&key) {
-                cmd.env_remove(key);
-            }
-        }
-        cmd.env("BINDER_LEDGER_DIR", common::private_ledger())
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"));
         let out = run(&mut cmd, SUCCESS);
         for line in String::from_utf8_lossy(&out.stderr).lines() {
             lines += 1;

@@ -19,15 +19,9 @@ const PROBE: &str = r#"printf '%s|%s|%s|%s|%s|%s\n' "$SLURMD_NODENAME" "$SLURM_P
 /// `srun ARGS` with this Slurm; the ledger is each node's own (/dev/shm of its slurmd).
 fn srun(slurm: &Slurm, args: &[&str]) -> Command {
     let mut srun = Command::new("srun");
-    srun.current_dir(root()).env("SLURM_CONF", &slurm.conf);
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            srun.env_remove(key);
-        }
-    }
-    srun.env_remove("BINDER_LEDGER_DIR")
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
+    // Each node's tasks use the default ledger in that node's own /dev/shm.
+    common::hermetic(&mut srun)
+        .env("SLURM_CONF", &slurm.conf)
         .args(args);
     srun
 }

@@ -6,21 +6,15 @@ use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 use super::{promised, PROBE};
-use crate::common::{self, root};
+use crate::common;
 
 /// `srun ARGS` from the repository root with the test's Slurm and a ledger of `ledger`
 /// (the site configurations' tests use it too).
 pub(super) fn srun(conf: &str, ledger: &std::path::Path, args: &[&str]) -> Command {
     let mut srun = Command::new("srun");
-    srun.current_dir(root()).env("SLURM_CONF", conf);
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            srun.env_remove(key);
-        }
-    }
-    srun.env("BINDER_LEDGER_DIR", ledger)
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
+    common::hermetic(&mut srun)
+        .env("SLURM_CONF", conf)
+        .env("BINDER_LEDGER_DIR", ledger)
         .args(args);
     srun
 }

@@ -52,17 +52,9 @@ fn sbatch(slurm: &Slurm, ledger: &std::path::Path, args: &[&str], script: &str) 
     let out = dir.join("job.out");
     let _ = std::fs::remove_file(&out);
     let mut cmd = std::process::Command::new("sbatch");
-    for (key, _) in std::env::vars() {
-        if common::is_launcher_var(&key) && !key.starts_with("SLURM_CONF") {
-            cmd.env_remove(key);
-        }
-    }
-    let status = cmd
-        .current_dir(common::root())
+    let status = common::hermetic(&mut cmd)
         .env("SLURM_CONF", &slurm.conf)
         .env("BINDER_LEDGER_DIR", ledger)
-        .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
-        .env("BINDER_SITE_FILE", "/nonexistent/binder-site.yaml")
         // A stale variable from the shell that submits: never a task's.
         .env("BINDER_CPUS", "7")
         .args(["--wait", "-o"])

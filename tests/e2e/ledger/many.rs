@@ -85,7 +85,6 @@ fn sharing_jobs_spread_over_the_node() {
     for _ in 0..(4 * cpus.len()) {
         let mut child = binder()
             .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-            .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
             .args([
                 "--share",
                 dir.join("one.yaml").to_str().unwrap(),
@@ -129,14 +128,8 @@ fn eight_mpiruns(dir: &Path) -> Result<(Vec<std::process::Output>, Instant), Str
     let children: Vec<_> = (0..8)
         .map(|_| {
             let mut cmd = Command::new("mpirun");
-            for (key, _) in std::env::vars() {
-                if common::is_launcher_var(&key) {
-                    cmd.env_remove(key);
-                }
-            }
-            cmd.current_dir(common::root())
+            common::hermetic(&mut cmd)
                 .env("BINDER_LEDGER_DIR", dir.join("ledger"))
-                .env("BINDER_CACHE_DIR", common::scratch().join("cache"))
                 .args([
                     "--allow-run-as-root",
                     "--oversubscribe",
