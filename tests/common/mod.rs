@@ -87,8 +87,8 @@ pub(crate) fn isolated(cmd: &mut Command) -> &mut Command {
 
 /// `cmd` as binder's tests run a launcher that runs binder (`srun`, `sbatch`, a shell
 /// scenario): [`isolated`] but for the node ledger, which the caller chooses (a test
-/// cluster's nodes each have their own), and `SLURM_CONF` (the test cluster's, set by
-/// the caller; removed here only where the runner has one of its own).
+/// cluster's nodes each have their own), and `SLURM_CONF`, which it leaves for the
+/// caller to set to the test cluster's.
 pub(crate) fn hermetic(cmd: &mut Command) -> &mut Command {
     cmd.current_dir(root());
     for (key, _) in std::env::vars() {
