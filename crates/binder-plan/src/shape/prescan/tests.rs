@@ -129,3 +129,42 @@ fn a_long_ge_request_is_refused() {
     assert!(e.contains("longer than 4096 bytes"), "{e}");
     round_trips(&format!("options: {{ge: '{}'}}\n", "\\".repeat(4096)));
 }
+
+/// The property the fuzzer checks, aimed where it found each break: whatever string a
+/// shape's `ge` or `reserve` holds, the prescan takes the text binder writes for it
+/// (yaml_serde chooses plain, quoted or block style; the prescan must read each as text).
+mod written_text {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Strings dense in what YAML reads specially (every indicator, spaces, breaks), with
+    /// runs of brackets deeper than [`MAX_DEPTH`] that a misreading would count.
+    fn yamlish() -> impl Strategy<Value = String> {
+        let deep = ["{", "[", "}", "]", " {", "{ "].map(|b| b.repeat(MAX_DEPTH + 2));
+        let pieces: Vec<String> = "-?:,[]{}#&*!|>'\"%@`\\ \n\tx0\u{85}\u{feff}é"
+            .chars()
+            .map(String::from)
+            .chain(["- ", ": ", " #", "? ", "''", "\\\"", "\r\n"].map(String::from))
+            .collect();
+        proptest::collection::vec(
+            prop_oneof![
+                1 => proptest::sample::select(deep.to_vec()),
+                6 => proptest::sample::select(pieces),
+            ],
+            0..16,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_prescan_takes_what_binder_writes(ge in yamlish(), reserve in yamlish()) {
+            let mut shape = Shape::from_yaml("resources: [{type: core}]\n", "f.yaml").unwrap();
+            shape.options.ge = Some(ge);
+            shape.options.reserve = vec![reserve];
+            let text = yaml_serde::to_string(&shape).unwrap();
+            prop_assert!(prescan(&text).is_ok(), "{:?}\n{}", prescan(&text), text);
+        }
+    }
+}
