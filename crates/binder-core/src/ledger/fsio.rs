@@ -8,6 +8,7 @@ use std::ffi::CStr;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::time::Instant;
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
@@ -58,6 +59,42 @@ pub(super) fn for_names(
         }
     }
     true
+}
+
+/// What [`dirs_named`] found in a root listing.
+pub(super) struct Named {
+    /// The directories (or entries of unknown type) whose names start with the prefix.
+    pub names: Vec<String>,
+    /// How many entries were read in all.
+    pub seen: usize,
+    /// Whether the whole root was read (not cut by `MAX_ROOT_ENTRIES` or the deadline).
+    pub complete: bool,
+}
+
+/// The directories of a ledger root listing whose names start with `prefix`, read at
+/// most [`MAX_ROOT_ENTRIES`] and while `until` lasts (checked every 1,024 names: a flood
+/// of planted names costs the reader its time budget, never more).
+pub(super) fn dirs_named(listing: &mut rfs::Dir, prefix: &str, until: Instant) -> Named {
+    let (mut names, mut seen) = (Vec::new(), 0usize);
+    let complete = for_names(listing, MAX_ROOT_ENTRIES, |name, kind| {
+        if name.starts_with(prefix) && matches!(kind, FileType::Directory | FileType::Unknown) {
+            names.push(name.to_owned());
+        }
+        seen += 1;
+        seen % 1024 != 0 || Instant::now() < until
+    });
+    Named {
+        names,
+        seen,
+        complete,
+    }
+}
+
+/// `N` random bytes in hex: a key, or a name nobody else can guess.
+pub(super) fn random_hex<const N: usize>() -> Option<String> {
+    let mut random = [0u8; N];
+    rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
+    Some(random.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A regular file of the directory `dir`, owned by `owner` and writable by nobody else,

@@ -34,9 +34,7 @@ pub(crate) fn key() -> Option<String> {
     if let Some(found) = read() {
         return Some(found);
     }
-    let mut random = [0u8; LEN / 2];
-    rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
-    let key: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let key = super::fsio::random_hex::<{ LEN / 2 }>()?;
     // SAFETY: add_key(2) with NUL-terminated type and description, a payload pointer and
     // its length; the kernel copies the payload and keeps no pointer.
     let id = unsafe {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode};
 
-use super::fsio::{for_names, list_dir, make, open_usable, MAX_ROOT_ENTRIES};
+use super::fsio::{dirs_named, list_dir, make, open_usable, random_hex};
 
 /// The prefix of every user's ledger directory.
 pub(crate) const PREFIX: &str = "binder-ledger.";
@@ -34,9 +34,7 @@ fn home_key(uid: u32, home: &str) -> Option<String> {
             .flatten()
     };
     read().or_else(|| {
-        let mut random = [0u8; 16];
-        rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()).ok()?;
-        let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let text = random_hex::<16>()?;
         // Written whole under a private name, then linked into place: two first launches
         // at once both end up reading the one key that won the link.
         // The private name is the key itself: unique to this attempt, so two threads (or
@@ -107,26 +105,25 @@ pub(super) fn own_dir(
     }
     let canonical = root.join(format!("{PREFIX}{uid}"));
     let mine = |dir: &Path| open_usable(dir, uid).map(|fd| (dir.to_owned(), fd, false));
+    let made_or_found = |dir: &Path| {
+        mine(dir).or_else(|| {
+            make(dir);
+            mine(dir)
+        })
+    };
     // Made, or found made: a task of this user's that started at the same moment may make
     // it between this one's first look and its `mkdir` (which then fails with EEXIST), so
     // the second look does not depend on which of them made it. Seen with the two tasks of
     // a SPANK step in a fresh ledger: the loser took a fallback directory, planned alone
     // and found its own job's rank 0 in the way.
-    if let Some(found) = mine(&canonical).or_else(|| {
-        make(&canonical);
-        mine(&canonical)
-    }) {
+    if let Some(found) = made_or_found(&canonical) {
         return Ok(found);
     }
     // Somebody else has the name: the name only this user can know, made or found,
     // from the key in the user's home, else in the kernel's user keyring.
     let key = home.and_then(|h| home_key(uid, h)).or_else(keyring);
     if let Some(secret) = key.and_then(|k| secret_name(uid, &k)) {
-        let dir = root.join(secret);
-        if let Some(found) = mine(&dir).or_else(|| {
-            make(&dir);
-            mine(&dir)
-        }) {
+        if let Some(found) = made_or_found(&root.join(secret)) {
             return Ok(found);
         }
     }
@@ -134,20 +131,10 @@ pub(super) fn own_dir(
     // prefix are looked at for a bounded time: another user may have made thousands of
     // them to hide it), else a new one.
     let fallback = format!("{PREFIX}{uid}.");
-    let mut names = Vec::new();
     let until = Instant::now() + OWN_SEARCH;
-    if let Some(mut listing) = list_dir(rfs::CWD, root) {
-        let mut seen = 0usize;
-        for_names(&mut listing, MAX_ROOT_ENTRIES, |name, kind| {
-            if name.starts_with(&fallback)
-                && matches!(kind, FileType::Directory | FileType::Unknown)
-            {
-                names.push(name.to_owned());
-            }
-            seen += 1;
-            seen % 1024 != 0 || Instant::now() < until
-        });
-    }
+    let mut names = list_dir(rfs::CWD, root)
+        .map(|mut listing| dirs_named(&mut listing, &fallback, until).names)
+        .unwrap_or_default();
     names.sort();
     // Each candidate costs a `statat`; the same deadline bounds them (every candidate is
     // looked at while it lasts, so a few planted names never hide this user's own).
@@ -162,10 +149,7 @@ pub(super) fn own_dir(
     if let Some(found) = owned.as_deref().and_then(mine) {
         return Ok(in_fallback(found));
     }
-    let mut random = [0u8; 8];
-    rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty())
-        .map_err(|e| format!("cannot draw a random directory name: {e}"))?;
-    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let suffix = random_hex::<8>().ok_or("cannot draw a random directory name")?;
     let dir = root.join(format!("{fallback}{suffix}"));
     if make(&dir) {
         if let Some(found) = mine(&dir) {

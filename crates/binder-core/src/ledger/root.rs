@@ -11,9 +11,9 @@
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use rustix::fs::{self as rfs, AtFlags, FileType};
+use rustix::fs::{self as rfs, AtFlags};
 
-use super::fsio::{for_names, list_dir, open_dir, MAX_ROOT_ENTRIES};
+use super::fsio::{dirs_named, list_dir, open_dir};
 use super::kernel::{self, KernelView};
 use super::others::SCAN_BUDGET;
 use super::store::{Ledger, RootRead, PREFIX};
@@ -101,24 +101,10 @@ impl Ledger {
             }
             return;
         };
-        let own_name = self
-            .dir()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_owned();
-        let mut names = Vec::new();
-        let mut seen = 0usize;
-        let complete = for_names(&mut listing, MAX_ROOT_ENTRIES, |name, kind| {
-            if name.starts_with(PREFIX)
-                && name != own_name
-                && matches!(kind, FileType::Directory | FileType::Unknown)
-            {
-                names.push(name.to_owned());
-            }
-            seen += 1;
-            seen % 1024 != 0 || Instant::now() < deadline
-        });
+        let own_name = self.dir().file_name().and_then(|n| n.to_str());
+        let mut found = dirs_named(&mut listing, PREFIX, deadline);
+        found.names.retain(|n| Some(n.as_str()) != own_name);
+        let (names, seen, complete) = (found.names, found.seen, found.complete);
         let listed = (!complete).then(|| format!("{} holds too many names", self.root().display()));
         if listed.is_some() {
             scan.incomplete.clone_from(&listed);
