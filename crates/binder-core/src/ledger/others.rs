@@ -22,7 +22,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType};
 
 use super::fsio::{for_names, open_dir, read_at, MAX_DIR_ENTRIES};
 use super::kernel::{self, KernelView};
-use super::store::{Ledger, MAX_CLAIM_BYTES, PREFIX};
+use super::own_dir::PREFIX;
+use super::store::{Ledger, MAX_CLAIM_BYTES};
 use super::verify::{self, claim_name, parse_claim};
 use super::Scan;
 use crate::procfs::Procs;

@@ -16,7 +16,8 @@ use rustix::fs::{self as rfs, AtFlags};
 use super::fsio::{dirs_named, list_dir, open_dir};
 use super::kernel::{self, KernelView};
 use super::others::SCAN_BUDGET;
-use super::store::{Ledger, RootRead, PREFIX};
+use super::own_dir::PREFIX;
+use super::store::{Ledger, RootRead};
 use super::Scan;
 use crate::procfs::Procs;
 

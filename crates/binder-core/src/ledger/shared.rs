@@ -114,7 +114,7 @@ pub(crate) fn read_root(dir: &impl AsFd, me: u32, links: u64) -> Option<RootRead
             read.incomplete = Some(why.to_owned());
         } else {
             let name = line.strip_prefix("dir ")?;
-            if !name.starts_with(super::store::PREFIX) || name.contains('/') {
+            if !name.starts_with(super::own_dir::PREFIX) || name.contains('/') {
                 return None;
             }
             read.dirs.push(name.to_owned());

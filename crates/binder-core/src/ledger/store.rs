@@ -28,8 +28,6 @@ use super::{Claim, JobPlan, LedgerError, RawJobPlan, Reserved, Scan, GRACE_SECS}
 use crate::identity::job::JobId;
 use crate::procfs::Procs;
 
-/// The prefix of every user's ledger directory (named in `super::own_dir`).
-pub(crate) use super::own_dir::PREFIX;
 /// The largest claim file read (binder writes a few hundred bytes; every other PU of a
 /// 16,384-PU node is 48 KB; more is junk).
 pub(crate) const MAX_CLAIM_BYTES: u64 = 128 << 10;
@@ -55,7 +53,7 @@ pub struct Ledger {
     look_always: bool,
     /// Whether `own` is a fallback directory ([`Ledger::in_fallback`]).
     fallback: bool,
-    /// What this launch's last read of the root found (`others::scan_others_in`):
+    /// What this launch's last read of the root found (`super::root`):
     /// while the root's link count stays, no directory was made there since, and a task
     /// settling its claim reads the same directories again without listing the root.
     pub(super) read_at: Arc<std::sync::Mutex<Option<RootRead>>>,
