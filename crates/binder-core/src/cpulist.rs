@@ -146,7 +146,6 @@ pub fn parse_ranges(text: &str, max_value: usize, max_count: usize) -> Result<Ra
     Ok(out)
 }
 
-/// A side of a range that is not a number stands for the whole part (`1-x`, not `x`).
 /// The bounds a range list read through `str::parse` gets: numbers up to 2^20 (more CPUs,
 /// ranks or objects than any node has) and as many of them; readers that know a tighter
 /// bound call [`parse_ranges`] with it.
@@ -168,6 +167,7 @@ impl std::fmt::Display for Ranges {
     }
 }
 
+/// A side of a range that is not a number stands for the whole part (`1-x`, not `x`).
 fn whole(error: RangeError, part: &str) -> RangeError {
     match error {
         RangeError::NotANumber(_) => RangeError::NotANumber(crate::text::clip(part.trim(), 40)),
