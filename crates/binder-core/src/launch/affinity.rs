@@ -9,6 +9,15 @@ use crate::cpulist::cpu_list;
 /// `cpu_set_t` limit), then reads it back. The warm path of the node cache uses this, so
 /// a cache hit never loads a topology.
 pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
+    if cpus.is_empty() {
+        // An empty mask is the kernel's EINVAL; say what it means instead.
+        return Err(LaunchError::Bind {
+            cpus: "(none)".into(),
+            reason:
+                "the plan gave this task no CPU (a bug, or an allocation with no CPU on this node)"
+                    .into(),
+        });
+    }
     let words = cpus.iter().max().map_or(1, |m| m / 64 + 1);
     let mut mask = vec![0u64; words];
     for &c in cpus {
@@ -19,9 +28,10 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
     // reads at most `bytes` bytes from it.
     let rc = unsafe { libc::sched_setaffinity(0, bytes, mask.as_ptr().cast()) };
     if rc != 0 {
+        let error = std::io::Error::last_os_error();
         return Err(LaunchError::Bind {
             cpus: cpu_list(cpus),
-            reason: std::io::Error::last_os_error().to_string(),
+            reason: reason(&error),
         });
     }
     let read = current_raw();
@@ -34,8 +44,38 @@ pub fn bind_cpus_raw(cpus: &[usize]) -> Result<(), LaunchError> {
     Ok(())
 }
 
+/// Why the kernel refused a binding, in words: EINVAL (the bare errno the kernel gives)
+/// means that none of the CPUs is one this process may run on.
+fn reason(error: &std::io::Error) -> String {
+    match error.raw_os_error() {
+        Some(libc::EINVAL) => format!(
+            "the kernel refused them (EINVAL): none of them is a CPU this process may run on (online and in its cgroup's cpuset; it runs on cpus {} now), so the plan lies outside the task's allocation",
+            cpu_list(&current_raw())
+        ),
+        _ => error.to_string(),
+    }
+}
+
 /// This thread's affinity as the kernel has it (`sched_getaffinity`), OS numbers
 /// ascending: the node ledger restores it when a launch hands over after binding.
 pub(crate) fn current_raw() -> Vec<usize> {
     crate::procfs::affinity(None).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_binding_is_a_line_not_an_errno() {
+        let e = bind_cpus_raw(&[]).unwrap_err().to_string();
+        assert!(e.contains("cpus (none)") && e.contains("no CPU"), "{e}");
+        // A CPU no machine has online: the kernel's EINVAL, in words.
+        let e = bind_cpus_raw(&[4000]).unwrap_err().to_string();
+        assert!(
+            e.contains("cpus 4000") && e.contains("EINVAL") && e.contains("none of them"),
+            "{e}"
+        );
+        assert!(!e.contains("Invalid argument"), "{e}");
+    }
 }

@@ -86,17 +86,41 @@ impl LaunchLine {
     }
 }
 
-/// `BINDER_REPORT`'s value as on or off; `Err` says what is wrong with it.
-pub fn report_word(value: Option<&str>) -> Result<bool, String> {
+/// The words that turn a switch off, in every front alike (SEMANTICS §4.3: a value that
+/// means "off" means off everywhere): `BINDER_REPORT=no`, `srun --binder=off`, `-o
+/// binder=none`, `-o binder-report=false`, `BINDER_CACHE=0`. The empty string is off too
+/// (`BINDER_REPORT=`), except where a shape is named (an empty shape is no shape).
+pub const OFF_WORDS: [&str; 5] = ["off", "0", "no", "false", "none"];
+
+/// The words that turn a switch on.
+pub const ON_WORDS: [&str; 4] = ["on", "1", "yes", "true"];
+
+/// Whether a shape request (`--binder=WORD`, `-o binder=WORD`) is one of [`OFF_WORDS`]:
+/// it opts the job out of a site default instead of naming a shape.
+pub fn is_off(word: &str) -> bool {
+    OFF_WORDS.contains(&word.trim().to_ascii_lowercase().as_str())
+}
+
+/// A switch's value (`name` as the user wrote it, for the message) as on or off: unset,
+/// empty or one of [`OFF_WORDS`] is off, one of [`ON_WORDS`] on, any other value is an
+/// error that says both lists (a misspelt `of` is never silently the default).
+pub fn switch(name: &str, value: Option<&str>) -> Result<bool, String> {
     match value.map(|v| v.trim().to_ascii_lowercase()) {
         None => Ok(false),
-        Some(v) if ["", "0", "no", "false", "off"].contains(&v.as_str()) => Ok(false),
-        Some(v) if ["1", "yes", "true", "on"].contains(&v.as_str()) => Ok(true),
+        Some(v) if v.is_empty() || OFF_WORDS.contains(&v.as_str()) => Ok(false),
+        Some(v) if ON_WORDS.contains(&v.as_str()) => Ok(true),
         Some(v) => Err(format!(
-            "BINDER_REPORT={:?} is neither on (1, yes, true, on) nor off (0, no, false, off, empty)",
-            crate::text::clip(&v, crate::text::QUOTE_MAX)
+            "{name}={:?} is neither on ({}) nor off ({}, empty)",
+            crate::text::clip(&v, crate::text::QUOTE_MAX),
+            ON_WORDS.join(", "),
+            OFF_WORDS.join(", ")
         )),
     }
+}
+
+/// `BINDER_REPORT`'s value as on or off; `Err` says what is wrong with it.
+pub fn report_word(value: Option<&str>) -> Result<bool, String> {
+    switch("BINDER_REPORT", value)
 }
 
 /// The command line's requests that change a plan, as text (none on a plain launch
@@ -320,6 +344,23 @@ mod tests {
         assert!(report_word(Some("maybe"))
             .unwrap_err()
             .contains("\"maybe\""));
+    }
+
+    #[test]
+    fn one_list_of_off_words_for_every_switch() {
+        for off in ["off", "OFF", " none ", "0", "no", "false", ""] {
+            assert_eq!(switch("X", Some(off)), Ok(false), "{off:?}");
+        }
+        for on in ["on", "1", "Yes", "true"] {
+            assert_eq!(switch("X", Some(on)), Ok(true), "{on:?}");
+        }
+        let e = switch("-o binder-report", Some("of")).unwrap_err();
+        assert!(e.starts_with("-o binder-report=\"of\""), "{e}");
+        assert!(e.contains("off") && e.contains("true"), "{e}");
+        for shape_off in ["off", "none", "0", "No", "false"] {
+            assert!(is_off(shape_off), "{shape_off}");
+        }
+        assert!(!is_off("cores-packed") && !is_off(""));
     }
 
     #[test]
