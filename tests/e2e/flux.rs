@@ -549,3 +549,135 @@ flux cancel --all"#;
         "{got:?}"
     );
 }
+
+/// A one-core shape in the test's scratch directory (the site default of the issue's
+/// reports: one core per task), by its absolute path.
+fn one_core_shape() -> PathBuf {
+    let path = common::scratch().join("one-core.yaml");
+    std::fs::write(&path, "resources:\n  - type: core\n    count: 1\n").unwrap();
+    path
+}
+
+/// SEMANTICS §4.3, a default binds tasks, never containers: with a site default of one
+/// core, `flux alloc -n2 -c1` keeps its broker on both of the job's cores (Flux's own
+/// affinity), so 4 concurrent inner jobs (the default on for them too) all run, each on
+/// one of the allocation's cores. On 6eb4e5b the broker was bound to CPU 0 alone and 2 of
+/// 4 inner jobs exited 125.
+#[test]
+fn a_default_never_binds_the_broker_of_flux_alloc() {
+    if !common::two_cpus() {
+        return;
+    }
+    let rc = site_default_rc("alloc-default", &one_core_shape().display().to_string());
+    let script = format!(
+        "export RC={rc}\n\
+         flux alloc -n2 -c1 -o userrc={rc} sh -c '\
+           echo \"broker|x|x|$(grep Cpus_allowed_list /proc/$$/status | cut -f2)|$BINDER_JOB\"; \
+           for i in 1 2 3 4; do flux run -n1 -c1 -o userrc=$RC sh -c \"$PROBE\" & done; wait'",
+        rc = rc.display()
+    );
+    let got = instance(1, &script);
+    let _ = std::fs::remove_file(&rc);
+    let Some(got) = got else { return };
+    let broker = got
+        .iter()
+        .find(|(t, _)| t == "broker")
+        .expect("the alloc's shell");
+    assert_eq!(
+        broker.1.affinity, "0-1",
+        "the broker keeps the job's two cores: {got:?}"
+    );
+    assert_eq!(
+        broker.1.cpus, "",
+        "no BINDER_JOB reaches the broker's shell: {got:?}"
+    );
+    let inner: Vec<_> = got.iter().filter(|(t, _)| t != "broker").collect();
+    assert_eq!(inner.len(), 4, "every inner job ran: {got:?}");
+    for (_, r) in inner {
+        assert!(
+            ["0", "1"].contains(&r.affinity.as_str()) && r.affinity == r.cpus,
+            "one of the allocation's cores, bound by the default: {got:?}"
+        );
+    }
+}
+
+/// The same for `flux batch`: its broker keeps the job's cores and the script's jobs run
+/// under the default.
+#[test]
+fn a_default_never_binds_the_broker_of_flux_batch() {
+    if !common::two_cpus() {
+        return;
+    }
+    let rc = site_default_rc("batch-default", &one_core_shape().display().to_string());
+    let out = common::scratch().join("batch.out");
+    let batch = common::scratch().join("batch.sh");
+    std::fs::write(
+        &batch,
+        format!(
+            "#!/bin/sh\necho \"broker|x|x|$(grep Cpus_allowed_list /proc/$$/status | cut -f2)|$BINDER_JOB\"\n\
+             for i in 1 2; do flux run -n1 -c1 -o userrc={rc} sh -c \"$PROBE\" & done\nwait\n",
+            rc = rc.display()
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        "id=$(flux batch -n2 -c1 -o userrc={rc} --output={out} {batch})\n\
+         flux job attach $id >/dev/null 2>&1\n\
+         cat {out}",
+        rc = rc.display(),
+        out = out.display(),
+        batch = batch.display()
+    );
+    let got = instance(1, &script);
+    let _ = std::fs::remove_file(&rc);
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&batch);
+    let Some(got) = got else { return };
+    let broker = got
+        .iter()
+        .find(|(t, _)| t == "broker")
+        .expect("the batch script");
+    assert_eq!(broker.1.affinity, "0-1", "{got:?}");
+    assert_eq!(got.len(), 3, "both inner jobs ran: {got:?}");
+}
+
+/// SEMANTICS §4.3, binding CPUs never unbinds GPUs: a CPU-only shape (the guide's
+/// `cores-packed`) with `-g2` leaves `CUDA_VISIBLE_DEVICES` as Flux's gpu-affinity sets
+/// it (`0,1`), as an explicit request and as a site default; on 6eb4e5b it was unset.
+#[test]
+fn a_cpu_only_shape_keeps_flux_gpu_binding() {
+    let Some(xml) = t4_xml() else {
+        return;
+    };
+    let default_rc = site_default_rc("gpu-default", "cores-packed");
+    let script = format!(
+        "export HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 RC\nexec flux start --test-size=1 sh -c '\
+         flux run -n1 -c1 -g2 -o userrc=$RC -o binder=cores-packed sh -c \"echo asked\\|\\$CUDA_VISIBLE_DEVICES\\|\\$BINDER_CPUS\\|x\\|x\"; \
+         flux run -n1 -c1 -g2 -o userrc={} sh -c \"echo default\\|\\$CUDA_VISIBLE_DEVICES\\|\\$BINDER_CPUS\\|x\\|x\"'",
+        xml.display(),
+        default_rc.display()
+    );
+    let got = with_plugin(1, &script);
+    let _ = std::fs::remove_file(&default_rc);
+    let Some(got) = got else { return };
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (what, r) in &got {
+        assert_eq!(r.local, "0,1", "{what}: Flux's GPUs kept: {got:?}");
+        assert!(!r.size.is_empty(), "{what}: binder bound the CPUs: {got:?}");
+    }
+}
+
+/// SEMANTICS §4.3, an option that exists does something: `-o binder={}` names no shape
+/// (and there is no default), so the task is refused with one line and 125, never run
+/// unbound; a misspelt switch value likewise.
+#[test]
+fn an_empty_binder_option_is_one_line() {
+    let script = r#"flux run -n1 -o userrc=$RC -o binder={} true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder={} names no shape' | sed 's/^/empty|/; s/$/|x|x|x/'
+flux run -n1 -o userrc=$RC -o binder=cores-packed -o binder-report=of true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder-report="of" is neither on' | sed 's/^/switch|/; s/$/|x|x|x/'
+flux run -n1 -o userrc=$RC -o binder={} true >/dev/null 2>&1; echo "rc|$?|x|x|x""#;
+    let Some(got) = with_plugin(1, script) else {
+        return;
+    };
+    let lines = first_fields(&got);
+    assert_eq!(lines, ["empty|1|x", "rc|125|x", "switch|1|x"], "{got:?}");
+}

@@ -64,6 +64,46 @@ pub(crate) fn srun_binder(conf: &str) {
     }
     eprintln!("srun --binder={shape}:\n{stdout}");
 
+    // SEMANTICS §4.3, an option that exists does something: `--binder-report` prints each
+    // task's binding line, `--binder-verbose` where the envelope came from (on 6eb4e5b
+    // both were registered and never read: nothing was printed).
+    let out = srun(
+        conf,
+        &ledger,
+        &["-n", "2", "--overcommit", "--cpu-bind=none"],
+    )
+    .args([&format!("--binder={shape}"), "--binder-report", "true"])
+    .output()
+    .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "--binder-report: {stdout}\n{stderr}");
+    let reports: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("binder: ") && l.contains("[slurm]"))
+        .collect();
+    assert_eq!(reports.len(), 2, "one report line per task: {stderr}");
+    for rank in 0..2 {
+        let want = format!("local {rank}/2) [slurm]");
+        assert!(
+            reports
+                .iter()
+                .any(|l| l.contains(&want) && l.contains(&promised(shape, 2)[&rank])),
+            "rank {rank}'s line with its cpus: {stderr}"
+        );
+    }
+    let out = srun(conf, &ledger, &["-n", "1", "--cpu-bind=none"])
+        .args([&format!("--binder={shape}"), "--binder-verbose", "true"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "--binder-verbose: {stdout}\n{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("binder: job's allocation here: ")),
+        "--binder-verbose says where the envelope came from: {stderr}"
+    );
+
     // A bad shape: the step fails with binder's one line, and the command never runs.
     let dir = common::scratch().join("spank");
     std::fs::create_dir_all(&dir).unwrap();

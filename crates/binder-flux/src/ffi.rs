@@ -45,6 +45,9 @@ extern "C" {
     /// A shell rank's info as JSON (caller frees), -1 for this shell: `ntasks`,
     /// `taskids`, `resources: {cores, gpus}`.
     pub fn flux_shell_get_rank_info(shell: Shell, rank: c_int, json: *mut *mut c_char) -> c_int;
+    /// The shell's info as JSON (caller frees): `jobid`, `rank`, `jobspec` (whose
+    /// `tasks[0].command` says whether the job runs a Flux broker), `R`, …
+    pub fn flux_shell_get_info(shell: Shell, json: *mut *mut c_char) -> c_int;
     /// The task being initialized or started (in `task.*` callbacks).
     pub fn flux_shell_current_task(shell: Shell) -> Task;
     /// A task's info as JSON (caller frees): `localid`, `rank`, …

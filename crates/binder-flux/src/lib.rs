@@ -12,15 +12,19 @@
 //!
 //! * **Inert unless asked:** without `-o binder=SHAPE` (a path, relative to the job's
 //!   working directory, or a catalog name) or a site `default` in the plugin's `conf`, it
-//!   registers nothing. `-o binder-report`, `-o binder-verbose` (or the object form
-//!   `-o binder.shape=… -o binder.report -o binder.verbose`); `-o binder=off` turns a
-//!   site default off.
-//! * **When active** it turns the shell's own `cpu-affinity` and `gpu-affinity` off in
-//!   `flux_plugin_init` (their `shell.init` runs before a plugin's), takes the job's
-//!   cores here from R as the envelope (SEMANTICS §4.1), plans the node in `shell.init`,
-//!   sets each task's variables in `task.init` (a task's environment is fixed when it is
-//!   forked) and binds in `task.exec`, in the task's process before exec, through the one
-//!   launch flow (the node ledger claims the task's own PID).
+//!   binds nothing and only removes the `BINDER_*` variables an enclosing binder exported.
+//!   `-o binder-report`, `-o binder-verbose` (or the object form `-o binder.shape=… -o
+//!   binder.report -o binder.verbose`); an off word (`-o binder=off`) turns a site default
+//!   off. What to do is the front module's decision (`binder_host::front::Ask`): a site
+//!   default never binds a job that runs a Flux broker (`flux alloc`, `flux batch`), and
+//!   leaves a job that runs the wrapper to it.
+//! * **When active** it turns the shell's own `cpu-affinity` off in `flux_plugin_init`
+//!   (its `shell.init` runs before a plugin's), and `gpu-affinity` only for a shape that
+//!   asks for GPUs (binding CPUs never unbinds GPUs), takes the job's cores here from R as
+//!   the envelope (SEMANTICS §4.1), plans the node in `shell.init`, sets each task's
+//!   variables in `task.init` (a task's environment is fixed when it is forked) and binds
+//!   in `task.exec`, in the task's process before exec, through the one launch flow (the
+//!   node ledger claims the task's own PID).
 //! * **A refusal** (a bad shape, too few free units) writes binder's one `binder:` line
 //!   to the task's stderr and `_exit(125)`s in the task's process: a `task.exec` callback
 //!   that returns -1 does not stop the task (seen on 0.88), and nothing may run unbound. A
@@ -40,6 +44,7 @@ use std::sync::Mutex;
 use binder_host::around::Refusal;
 use ffi::{Plugin, PluginArg, Shell as ShellPtr};
 use shell::{Node, Request, Shell, Site};
+use std::sync::atomic::Ordering;
 
 /// What `shell.init` left for the tasks: the plan, or the refusal every task reports.
 static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
@@ -47,10 +52,9 @@ static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
 /// task (the job's CPUs here, `CUDA_VISIBLE_DEVICES`), which binder gives it instead,
 /// since it turned them off before it could know.
 static FALLBACK: Mutex<Option<(Vec<usize>, String)>> = Mutex::new(None);
-/// Tasks whose command is binder's wrapper (local ids): under a site default the wrapper
-/// binds them (`Err(None)`), beside an explicit `-o binder` they are refused with the line
-/// (`Err(Some(line))`).
-static WRAPPED: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
+/// Whether the plugin turned the shell's `gpu-affinity` off (only for a shape that sets
+/// every task's visible devices itself: binding CPUs never unbinds GPUs, SEMANTICS §4.3).
+static GPUS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The request, from `flux_plugin_init`.
 static REQUEST: Mutex<Option<(Request, Site)>> = Mutex::new(None);
 
@@ -128,26 +132,45 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
         let text = unsafe { CStr::from_ptr(conf) };
         text.to_string_lossy().into_owned()
     });
-    let site = match Site::parse(conf.as_deref()) {
+    let site = match shell::site(conf.as_deref()) {
         Ok(site) => site,
         Err(why) => {
             say(&why);
             return -1;
         }
     };
-    let request = match shell::request_from(&|name| getopt(shell, name), &site) {
+    let command = job_command(shell);
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let request = match shell::request_from(&|name| getopt(shell, name), &site, &command) {
         Ok(Some(request)) => request,
-        Ok(None) => return 0,
+        // binder leaves the job to Flux: only what an outer binder exported is removed
+        // (an enclosing job's `BINDER_JOB` describes no task of this one).
+        Ok(None) => return register(p, &[("task.init", scrub_task)]),
         Err(why) => {
             // Reported by every task, which then does not run.
             *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(why));
             return register(p, &[("task.exec", task_exec)]);
         }
     };
-    // binder binds: the shell's own affinity would bind first and set
-    // CUDA_VISIBLE_DEVICES per task (both run in their `shell.init`, after this).
-    // A site default that cannot be planned turns them back on in `shell.init`.
-    for name in [c"cpu-affinity", c"gpu-affinity"] {
+    // binder binds: the shell's own cpu-affinity would bind first (its `shell.init` runs
+    // before a plugin's). Its gpu-affinity is turned off only for a shape that sets every
+    // task's visible devices itself; a CPU-only shape keeps Flux's GPU binding as Flux
+    // makes it. A site default that cannot be planned stands in for both in `task.*`.
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|d| d.display().to_string());
+    let gpus =
+        binder_host::front::asks_gpus(&request.shape, cwd.as_deref(), &site.catalog, &|name| {
+            getenv(shell, name)
+        })
+        .unwrap_or(true);
+    GPUS_OFF.store(gpus, Ordering::Relaxed);
+    let off: &[&CStr] = if gpus {
+        &[c"cpu-affinity", c"gpu-affinity"]
+    } else {
+        &[c"cpu-affinity"]
+    };
+    for name in off {
         // SAFETY: valid handle and C strings; the shell copies the JSON.
         unsafe { ffi::flux_shell_setopt(shell, name.as_ptr(), c"\"off\"".as_ptr()) };
     }
@@ -160,6 +183,45 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
             ("task.exec", task_exec),
         ],
     )
+}
+
+/// The job's command, its first two words (`jobspec.tasks[0].command`), from the shell's
+/// info: a Flux broker (`flux alloc`, `flux batch`) is a container, the wrapper binds its
+/// own task.
+fn job_command(shell: ShellPtr) -> Vec<String> {
+    let mut json: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a valid handle; `json` receives an owned string or NULL.
+    let rc = unsafe { ffi::flux_shell_get_info(shell, &mut json) };
+    // SAFETY: owned by us now (or NULL).
+    let json = unsafe { take(json) };
+    json.filter(|_| rc == 0)
+        .map(|j| shell::command_of(&j))
+        .unwrap_or_default()
+}
+
+/// `task.init` of a job binder leaves to Flux: binder's own variables from an outer
+/// binder are removed from the task's command.
+unsafe extern "C" fn scrub_task(
+    p: Plugin,
+    _: *const c_char,
+    _: PluginArg,
+    _: *mut c_void,
+) -> c_int {
+    if let Some((task, _, _)) = current_task(shell_of(p)) {
+        // SAFETY: a valid task in `task.init`.
+        scrub(unsafe { ffi::flux_shell_task_cmd(task) }, &[]);
+    }
+    0
+}
+
+/// Unsets binder's variables that `vars` (what binder set for this task) does not set.
+fn scrub(cmd: ffi::Cmd, vars: &[(String, String)]) {
+    for stale in binder_core::launch::env::stale(vars) {
+        if let Ok(name) = CString::new(stale) {
+            // SAFETY: valid command and C string.
+            unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
+        }
+    }
 }
 
 /// Registers each topic's handler.
@@ -233,7 +295,11 @@ unsafe extern "C" fn shell_init(
                 .and_then(|node| Ok((shell::job_cpus(&node)?, shell::job_gpus(&node))));
             return match fallback {
                 Ok(fallback) => {
-                    say(&format!("warning: the site's default shape is not used for this job ({why}); the job's cores and GPUs stand, as Flux's own affinity gives them"));
+                    binder_host::front::declined(
+                        &mut std::io::stderr(),
+                        &why,
+                        "the job's cores and GPUs stand, as Flux's own affinity gives them",
+                    );
                     *FALLBACK.lock().unwrap_or_else(|e| e.into_inner()) = Some(fallback);
                     0
                 }
@@ -281,27 +347,17 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     let get = |name: &str| getenv(shell, name);
     // SAFETY: a valid task in `task.init`.
     let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
-    if let Some(Ok(prepared)) = state.as_ref() {
-        // SAFETY: a valid command; the string is the command's, copied at once.
-        let arg0 = unsafe { ffi::flux_cmd_arg(cmd, 0) };
-        let arg0 = (!arg0.is_null()).then(|| {
-            // SAFETY: not NULL, so a valid C string the command owns.
-            unsafe { CStr::from_ptr(arg0) }
-                .to_string_lossy()
-                .into_owned()
-        });
-        if let Some(wrapper) = arg0.filter(|a| binder_core::launch::line::is_wrapper(a)) {
-            return leave_to_wrapper(prepared, local, &wrapper, cmd);
-        }
-    }
     let vars = match state.as_ref() {
         Some(Ok(prepared)) => match prepared.task_env(local, rank, &get, &mut std::io::stderr()) {
             Ok(vars) => vars,
             Err(_) => return 0, // task.exec reports it, and the task does not run
         },
         _ => match FALLBACK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            Some((_, gpus)) => vec![("CUDA_VISIBLE_DEVICES".to_owned(), gpus.clone())],
-            None => return 0,
+            // What Flux's gpu-affinity would have exported, where binder turned it off.
+            Some((_, gpus)) if GPUS_OFF.load(Ordering::Relaxed) => {
+                vec![("CUDA_VISIBLE_DEVICES".to_owned(), gpus.clone())]
+            }
+            _ => Vec::new(),
         },
     };
     for (name, value) in &vars {
@@ -313,50 +369,7 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
         unsafe { ffi::flux_cmd_setenvf(cmd, 1, name.as_ptr(), c"%s".as_ptr(), value.as_ptr()) };
     }
     // What binder did not set this time must not reach the task from an outer binder.
-    for stale in binder_core::launch::env::stale(&vars) {
-        if let Ok(name) = CString::new(stale) {
-            // SAFETY: valid command and C string.
-            unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
-        }
-    }
-    0
-}
-
-/// A task whose command is binder's wrapper (SEMANTICS §4.2): under a site default the
-/// wrapper binds it, inside the job's cores here, which the shell takes as its own binding
-/// as Flux's cpu-affinity would have (the wrapper reads the job shell's binding as the
-/// job's allocation); beside an explicit `-o binder` the task is refused in `task.exec`
-/// with one line naming both.
-fn leave_to_wrapper(prepared: &Shell, local: usize, wrapper: &str, cmd: ffi::Cmd) -> c_int {
-    let refusal = (!prepared.request.site_default).then(|| {
-        format!(
-            "-o binder={} and the wrapper `{}` both bind this task; drop -o binder (the wrapper binds it), or run the command without the wrapper",
-            binder_core::text::printable(&prepared.request.shape, 80),
-            binder_core::text::printable(wrapper, 80)
-        )
-    });
-    if refusal.is_none() {
-        match shell::job_cpus(&prepared.node) {
-            Ok(cpus) if !cpus.is_empty() => {
-                if let Err(e) = binder_core::launch::affinity::bind_cpus_raw(&cpus) {
-                    say(&format!("warning: cannot bind the job shell to the job's cores ({e}); the wrapper may see more than the job's"));
-                }
-            }
-            Ok(_) => {}
-            Err(Refusal(why)) => say(&format!("warning: the job's cores cannot be found ({why}); the wrapper may see more than the job's")),
-        }
-        // What an outer binder exported must not reach the wrapper's task.
-        for stale in binder_core::launch::env::stale(&[]) {
-            if let Ok(name) = CString::new(stale) {
-                // SAFETY: valid command and C string.
-                unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
-            }
-        }
-    }
-    WRAPPED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((local, refusal));
+    scrub(cmd, &vars);
     0
 }
 
@@ -383,17 +396,6 @@ unsafe extern "C" fn task_exec(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
     let Some((_, local, rank)) = current_task(shell) else {
         refuse("the job shell gave no current task; binder cannot place it");
     };
-    let wrapped = WRAPPED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|(l, _)| *l == local)
-        .map(|(_, r)| r.clone());
-    match wrapped {
-        Some(Some(line)) => refuse(&line),
-        Some(None) => return 0, // the wrapper binds it
-        None => {}
-    }
     let get = |name: &str| getenv(shell, name);
     let bound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         prepared.bind(local, rank, &get, &mut std::io::stderr())

@@ -15,151 +15,147 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::flow::{self, Front};
 use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
-use binder_core::launch::line::{shape_path, site_text, JobKey, Requests};
+use binder_core::launch::line::{JobKey, Requests};
 use binder_core::launch::Options;
 use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
+use binder_host::front::{Ask, Decision, JobShape, Kind};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{GpuIds, Shape};
 use binder_plan::topology::{Source, Topology};
 use binder_plan::PlanError;
 
 /// The catalog a name without `/` or `.yaml` is looked up in, unless the plugin's
-/// configuration names another.
-pub const CATALOG: &str = "/usr/share/binder/shapes";
+/// configuration names another (the one path every front uses).
+pub const CATALOG: &str = binder_core::launch::line::CATALOG;
 
 /// The plugin's configuration (`plugin.load { file = …, conf = { default = "…",
-/// catalog = "…" } }`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Site {
-    /// A shape for every job that asks for none (and sets no `cpu-affinity` of its own).
-    #[serde(default)]
-    pub default: Option<String>,
-    /// Where catalog names are looked up.
-    #[serde(default = "catalog")]
-    pub catalog: PathBuf,
-}
+/// catalog = "…" } }`) and what the job asked for: the front module's types.
+pub use binder_host::front::{Request, Site};
 
-fn catalog() -> PathBuf {
-    PathBuf::from(CATALOG)
-}
-
-impl Site {
-    /// The configuration from its JSON (`None` or `{}`: no default, the usual catalog).
-    pub fn parse(json: Option<&str>) -> Result<Site, String> {
-        match json.map(str::trim).filter(|j| !j.is_empty()) {
-            None => Ok(Site {
-                default: None,
-                catalog: catalog(),
-            }),
-            Some(json) => serde_json::from_str(json).map_err(|e| {
-                format!(
-                    "binder's plugin configuration: {e}; it takes default=SHAPE and catalog=DIR"
-                )
-            }),
-        }
+/// The plugin's configuration from its JSON (`None` or `{}`: no default, the usual
+/// catalog); `Err` is the one line that names what is wrong.
+pub fn site(json: Option<&str>) -> Result<Site, String> {
+    match json.map(str::trim).filter(|j| !j.is_empty()) {
+        None => Ok(Site::default()),
+        Some(json) => serde_json::from_str(json).map_err(|e| {
+            format!("binder's plugin configuration: {e}; it takes default=SHAPE and catalog=DIR")
+        }),
     }
 }
 
-/// What the job asked binder for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    /// The shape: a path (relative to the job's working directory) or a catalog name.
-    pub shape: String,
-    /// `-o binder-report` (or `binder.report`): each task's binding line on its stderr.
-    pub report: bool,
-    /// `-o binder-verbose` (or `binder.verbose`): where the envelope came from, what the
-    /// ledger decided.
-    pub verbose: bool,
-    /// The shape is the site's default, not the job's: a refusal leaves the task to the
-    /// shell's own affinity instead of failing it.
-    pub site_default: bool,
+/// The job's command (`jobspec.tasks[0].command`) from the shell's info JSON
+/// (`flux_shell_get_info`), empty when it says none.
+pub fn command_of(info: &str) -> Vec<String> {
+    let info: serde_json::Value = serde_json::from_str(info).unwrap_or_default();
+    info.pointer("/jobspec/tasks/0/command")
+        .and_then(serde_json::Value::as_array)
+        .map(|argv| {
+            argv.iter()
+                .take(2)
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-impl Request {
-    /// The request from the shell options: `binder` is `SHAPE`, `off`, or an object
-    /// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
-    /// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the
-    /// job set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to.
-    pub fn of(
-        binder: Option<&serde_json::Value>,
-        report: bool,
-        verbose: bool,
-        site: &Site,
-        affinity_typed: bool,
-    ) -> Result<Option<Request>, String> {
-        let (shape, report, verbose) = match binder {
-            None => (None, report, verbose),
-            Some(serde_json::Value::String(s)) => (Some(s.clone()), report, verbose),
-            Some(serde_json::Value::Object(o)) => {
-                // Every key is binder's to read: a misspelt one is said, not ignored.
-                for (key, value) in o {
-                    let known = ["shape", "report", "verbose"];
-                    if !known.contains(&key.as_str()) {
-                        let near = binder_core::text::suggestion(key, &known)
-                            .map(|k| format!(" (did you mean binder.{k}?)"))
-                            .unwrap_or_default();
-                        return Err(format!(
-                            "-o binder.{} is not an option of binder's{near}; it takes binder.shape=SHAPE, binder.report and binder.verbose",
-                            binder_core::text::printable(key, 40)
-                        ));
-                    }
-                    if key == "shape" && !value.is_string() {
+/// A shell option's value as a switch (`-o binder-report`, `=1`, `=true`, `=off`, …):
+/// the one list of on and off words every front takes; any other value is one line.
+fn flag(name: &str, value: &serde_json::Value) -> Result<bool, String> {
+    let text = match value {
+        serde_json::Value::Bool(b) => b.to_string(),
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    binder_core::launch::line::switch(name, Some(&text))
+}
+
+/// The request from the shell options: `binder` is `SHAPE`, an off word, or an object
+/// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
+/// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the job
+/// set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to; `kind`:
+/// what the job runs (a Flux broker is a container a default never binds). The decision
+/// is the front module's ([`binder_host::front::Ask::decide`]).
+pub fn request_of(
+    binder: Option<&serde_json::Value>,
+    report: Option<&serde_json::Value>,
+    verbose: Option<&serde_json::Value>,
+    site: &Site,
+    affinity_typed: bool,
+    kind: Kind<'_>,
+) -> Result<Option<Request>, String> {
+    let mut report = report.map_or(Ok(false), |v| flag("-o binder-report", v))?;
+    let mut verbose = verbose.map_or(Ok(false), |v| flag("-o binder-verbose", v))?;
+    let shape = match binder {
+        None => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
+            return Err("-o binder= names no shape; give -o binder=SHAPE (a file or a catalog name), or -o binder=off".into())
+        }
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Object(o)) => {
+            // Every key is binder's to read: a misspelt one is said, not ignored.
+            let known = ["shape", "report", "verbose"];
+            for (key, value) in o {
+                if !known.contains(&key.as_str()) {
+                    let near = binder_core::text::suggestion(key, &known)
+                        .map(|k| format!(" (did you mean binder.{k}?)"))
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "-o binder.{} is not an option of binder's{near}; it takes binder.shape=SHAPE, binder.report and binder.verbose",
+                        binder_core::text::printable(key, 40)
+                    ));
+                }
+                match key.as_str() {
+                    "shape" if !value.is_string() => {
                         return Err(format!(
                             "-o binder.shape={} is not a shape; give a file or a catalog name",
                             binder_core::text::printable(&value.to_string(), 60)
-                        ));
+                        ))
                     }
+                    "report" => report |= flag("-o binder.report", value)?,
+                    "verbose" => verbose |= flag("-o binder.verbose", value)?,
+                    _ => {}
                 }
-                (
-                    o.get("shape").and_then(|s| s.as_str()).map(str::to_owned),
-                    report || o.get("report").is_some_and(flag),
-                    verbose || o.get("verbose").is_some_and(flag),
-                )
             }
-            Some(other) => {
+            let shape = o.get("shape").and_then(|s| s.as_str()).map(str::to_owned);
+            // `-o binder={}` (or flags alone) with no default to apply them to would do
+            // nothing: said, never silently unbound.
+            if shape.is_none() && site.default_shape().is_none() {
                 return Err(format!(
-                    "-o binder={} is not a shape; give -o binder=SHAPE (a file or a catalog name)",
-                    binder_core::text::printable(&other.to_string(), 60)
-                ))
+                    "-o binder={} names no shape, and this site has no default; give -o binder=SHAPE (or binder.shape=SHAPE), a file or a catalog name",
+                    binder_core::text::printable(&serde_json::Value::Object(o.clone()).to_string(), 60)
+                ));
             }
-        };
-        let request = |shape: String, site_default| Request {
-            shape,
-            report,
-            verbose,
-            site_default,
-        };
-        Ok(match shape {
-            Some(s) if matches!(s.trim(), "off" | "none" | "0") => None,
-            Some(s) => Some(request(s, false)),
-            None if affinity_typed => None,
-            None => site.default.clone().map(|s| request(s, true)),
-        })
-    }
-}
-
-/// Whether a shell option's value turns a flag on: `-o binder-report` (1), `=1`, `=true`,
-/// `=yes`, `=on`; off for 0, `false`, `no`, `off` and an empty string (`-o
-/// binder-report=0` reports nothing).
-fn flag(value: &serde_json::Value) -> bool {
-    match value {
-        serde_json::Value::Bool(b) => *b,
-        serde_json::Value::Number(n) => n.as_f64().is_some_and(|n| n != 0.0),
-        serde_json::Value::String(s) => !matches!(
-            s.trim().to_ascii_lowercase().as_str(),
-            "" | "0" | "false" | "no" | "off"
-        ),
-        serde_json::Value::Null => false,
-        _ => true,
+            shape
+        }
+        Some(other) => {
+            return Err(format!(
+                "-o binder={} is not a shape; give -o binder=SHAPE (a file or a catalog name)",
+                binder_core::text::printable(&other.to_string(), 60)
+            ))
+        }
+    };
+    let ask = Ask {
+        option: "-o binder",
+        asked: shape.as_deref(),
+        default: site.default_shape(),
+        launcher_binds: affinity_typed,
+        kind,
+        report,
+        verbose,
+    };
+    match ask.decide() {
+        Decision::Bind(request) => Ok(Some(request)),
+        Decision::Stay => Ok(None),
+        Decision::Refuse(line) => Err(line),
     }
 }
 
@@ -301,13 +297,12 @@ impl Shell {
         cwd: Option<&str>,
         err: &mut impl Write,
     ) -> Result<Shell, Refusal> {
-        let path = shape_path(&request.shape, cwd, &site.catalog);
-        let origin = binder_core::text::printable(&path.display().to_string(), 200);
-        let text = binder_host::shape_text(&path)?;
-        let site_file = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
-        let mut shape = Shape::from_yaml(&text, &origin)?;
-        binder_plan::ge::reserve::add_site(&mut shape, site_file.as_ref())
-            .map_err(PlanError::from)?;
+        let JobShape {
+            origin,
+            text,
+            shape,
+            site: site_file,
+        } = JobShape::read(&request.shape, cwd, &site.catalog, get)?;
         // R's GPUs, in the numbering the shell's gpu-affinity would have exported them.
         let gpus = node
             .gpus
@@ -378,7 +373,10 @@ impl Shell {
     ) -> Result<Vec<(String, String)>, Refusal> {
         let view = self.view(local)?;
         let identity = self.node.identity(local, rank);
-        let options = self.options(view, None, get);
+        let mut options = self.options(view, None, get);
+        // The report line is the bind's, in the task's own process.
+        options.report = false;
+        options.verbose = false;
         let mut vars = binder_core::launch::finish(view, &identity, &options, err)?;
         vars.push(("BINDER_JOB".into(), self.node.job_id()));
         Ok(vars)
@@ -390,17 +388,7 @@ impl Shell {
         started_on: Option<&'o [usize]>,
         get: &'o dyn Fn(&str) -> Option<String>,
     ) -> Options<'o> {
-        Options {
-            command: &[],
-            openmp: view.openmp,
-            membind: view.membind,
-            // The report line is the bind's, in the task's own process.
-            report: false,
-            verbose: false,
-            scrub: &[],
-            started_on,
-            inherited: get,
-        }
+        binder_host::front::task_options(view, &self.request, started_on, get)
     }
 
     /// Binds this process (task `local`, forked, about to exec) through the one launch
@@ -506,9 +494,7 @@ impl<'a> Front for Task<'a> {
                 binder_core::cpulist::cpu_list(&planned.cpus)
             )));
         }
-        let mut options = self.shell.options(view, started_on, self.get);
-        options.report = self.shell.request.report;
-        options.verbose = self.shell.request.verbose;
+        let options = self.shell.options(view, started_on, self.get);
         let topology = if view.membind.is_some() {
             Some(load_host(&self.shell.shape)?)
         } else {
@@ -542,10 +528,11 @@ pub const OPTIONS: [&str; 5] = [
 ];
 
 /// Reads [`OPTIONS`] through `getopt` (an option's JSON, `None` when unset) into a
-/// request.
+/// request for a job that runs `command` (its first two words).
 pub fn request_from(
     getopt: &dyn Fn(&str) -> Option<String>,
     site: &Site,
+    command: &[&str],
 ) -> Result<Option<Request>, String> {
     let opts: BTreeMap<&str, serde_json::Value> = OPTIONS
         .iter()
@@ -557,25 +544,28 @@ pub fn request_from(
             ))
         })
         .collect();
-    let set = |name: &str| opts.get(name).is_some_and(flag);
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
-    Request::of(
+    request_of(
         opts.get("binder"),
-        set("binder-report"),
-        set("binder-verbose"),
+        opts.get("binder-report"),
+        opts.get("binder-verbose"),
         site,
         typed,
+        Kind::of_command(command),
     )
 }
 
 #[cfg(test)]
 mod tests {
+    use super::site as parse_site;
     use super::*;
+
+    const APP: [&str; 1] = ["./app"];
 
     #[test]
     fn requests_from_options() {
-        let site = Site::parse(Some(r#"{"default":"cores-packed"}"#)).unwrap();
-        let none = Site::parse(None).unwrap();
+        let site = parse_site(Some(r#"{"default":"cores-packed"}"#)).unwrap();
+        let none = parse_site(None).unwrap();
         let opts = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| {
                 pairs
@@ -584,7 +574,7 @@ mod tests {
                     .map(|(_, v)| (*v).to_owned())
             }
         };
-        let r = request_from(&opts(&[("binder", "\"x.yaml\"")]), &none)
+        let r = request_from(&opts(&[("binder", "\"x.yaml\"")]), &none, &APP)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -597,24 +587,25 @@ mod tests {
                 ("binder-verbose", "1"),
             ]),
             &none,
+            &APP,
         )
         .unwrap()
         .unwrap();
         assert_eq!((r.shape.as_str(), r.report, r.verbose), ("y", true, true));
         // Inert without a shape; a site default only where the job set no affinity.
-        assert_eq!(request_from(&opts(&[]), &none).unwrap(), None);
-        let r = request_from(&opts(&[]), &site).unwrap().unwrap();
+        assert_eq!(request_from(&opts(&[]), &none, &APP).unwrap(), None);
+        let r = request_from(&opts(&[]), &site, &APP).unwrap().unwrap();
         assert!(r.site_default && r.shape == "cores-packed");
         assert_eq!(
-            request_from(&opts(&[("cpu-affinity", "\"per-task\"")]), &site).unwrap(),
+            request_from(&opts(&[("cpu-affinity", "\"per-task\"")]), &site, &APP).unwrap(),
             None
         );
         assert_eq!(
-            request_from(&opts(&[("binder", "\"off\"")]), &site).unwrap(),
+            request_from(&opts(&[("binder", "\"off\"")]), &site, &APP).unwrap(),
             None
         );
-        assert!(request_from(&opts(&[("binder", "3")]), &none).is_err());
-        assert!(Site::parse(Some(r#"{"defualt":"x"}"#)).is_err());
+        assert!(request_from(&opts(&[("binder", "3")]), &none, &APP).is_err());
+        assert!(parse_site(Some(r#"{"defualt":"x"}"#)).is_err());
         // -o binder-report=0 (and false, off) reports nothing.
         for off in ["0", "false", "\"off\"", "\"0\""] {
             let pairs: &'static [(&'static str, &'static str)] = match off {
@@ -623,12 +614,13 @@ mod tests {
                 "\"off\"" => &[("binder", "\"x.yaml\""), ("binder-report", "\"off\"")],
                 _ => &[("binder", "\"x.yaml\""), ("binder-report", "\"0\"")],
             };
-            let r = request_from(&opts(pairs), &none).unwrap().unwrap();
+            let r = request_from(&opts(pairs), &none, &APP).unwrap().unwrap();
             assert!(!r.report, "binder-report={off}");
         }
         let r = request_from(
             &opts(&[("binder", "\"x.yaml\""), ("binder-report", "1")]),
             &none,
+            &APP,
         )
         .unwrap()
         .unwrap();
@@ -637,14 +629,63 @@ mod tests {
         let e = request_from(
             &opts(&[("binder", r#"{"shape":"x.yaml","reprot":1}"#)]),
             &none,
+            &APP,
         )
         .unwrap_err();
         assert!(
             e.contains("binder.reprot") && e.contains("binder.report?"),
             "{e}"
         );
-        let e = request_from(&opts(&[("binder", r#"{"shape":5}"#)]), &none).unwrap_err();
+        let e = request_from(&opts(&[("binder", r#"{"shape":5}"#)]), &none, &APP).unwrap_err();
         assert!(e.contains("binder.shape=5"), "{e}");
+        // `-o binder={}` with no default does nothing: one line, not an unbound job.
+        let e = request_from(&opts(&[("binder", "{}")]), &none, &APP).unwrap_err();
+        assert!(e.contains("-o binder={} names no shape"), "{e}");
+        // With a default, it is the default.
+        let r = request_from(&opts(&[("binder", r#"{"report":1}"#)]), &site, &APP)
+            .unwrap()
+            .unwrap();
+        assert!(r.site_default && r.report, "{r:?}");
+        // A misspelt switch is one line, never silently off.
+        let e = request_from(
+            &opts(&[("binder", "\"x.yaml\""), ("binder-report", "\"of\"")]),
+            &none,
+            &APP,
+        )
+        .unwrap_err();
+        assert!(e.contains("-o binder-report=\"of\" is neither on"), "{e}");
+        // The same off words as every front: `-o binder=false` opts out.
+        assert_eq!(
+            request_from(&opts(&[("binder", "\"false\"")]), &site, &APP).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_default_never_binds_a_broker() {
+        let site = parse_site(Some(r#"{"default":"one-core"}"#)).unwrap();
+        let none = |_: &str| None;
+        for argv in [&["flux", "broker", "sh"][..], &["flux", "start"]] {
+            assert_eq!(request_from(&none, &site, argv).unwrap(), None, "{argv:?}");
+        }
+        // The user's own request still binds it.
+        let asked = |n: &str| (n == "binder").then(|| "\"x.yaml\"".to_owned());
+        assert!(request_from(&asked, &site, &["flux", "broker"])
+            .unwrap()
+            .is_some());
+        // The job's command from the shell's info.
+        let info =
+            r#"{"jobid":1,"jobspec":{"tasks":[{"command":["flux","broker","--setattr=a","sh"]}]}}"#;
+        assert_eq!(command_of(info), ["flux", "broker"]);
+        assert!(command_of("{}").is_empty());
+        // The wrapper under a default is the wrapper's; beside -o binder, one line.
+        let wrapper = ["/usr/bin/binder", "s.yaml"];
+        assert_eq!(request_from(&none, &site, &wrapper).unwrap(), None);
+        let e = request_from(&asked, &site, &wrapper).unwrap_err();
+        assert!(
+            e.contains("both bind this task") && e.contains("drop -o binder"),
+            "{e}"
+        );
     }
 
     #[test]

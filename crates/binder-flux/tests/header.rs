@@ -18,7 +18,7 @@ fn have(what: &str, ok: bool) -> bool {
 }
 
 /// `ffi.rs`'s declarations, as C function pointers of the same types.
-const CHECKS: [(&str, &str); 14] = [
+const CHECKS: [(&str, &str); 15] = [
     (
         "flux_plugin_set_name",
         "int (*)(flux_plugin_t *, const char *)",
@@ -48,6 +48,7 @@ const CHECKS: [(&str, &str); 14] = [
         "flux_shell_get_rank_info",
         "int (*)(flux_shell_t *, int, char **)",
     ),
+    ("flux_shell_get_info", "int (*)(flux_shell_t *, char **)"),
     (
         "flux_shell_current_task",
         "flux_shell_task_t *(*)(flux_shell_t *)",

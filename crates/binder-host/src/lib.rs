@@ -4,10 +4,13 @@
 //! `binder node` ([`node`]), binding this process through hwloc ([`hostbind`]), and
 //! reading a topology from this host or an XML file ([`load()`]) and a shape file
 //! ([`shape_text`]).
+//! The one front module every plugin calls ([`front`]: the site's default, the request,
+//! containers, the job's shape, the task's options).
 //! `binder-full` and both plugins use it; the `binder` executable (binder-core) does not.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod around;
+pub mod front;
 pub mod hostbind;
 mod load;
 pub mod node;

@@ -32,7 +32,6 @@ pub mod task;
 pub mod version;
 
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use ffi::{Spank, SpankOption, ESPANK_SUCCESS};
@@ -87,40 +86,11 @@ const HWLOC_VARS: [&str; 7] = [
     "HWLOC_COMPONENTS",
 ];
 
-/// The catalog a bare shape name is looked up in.
-pub const CATALOG: &str = "/usr/share/binder/shapes";
+/// The catalog a bare shape name is looked up in (the one path every front uses).
+pub const CATALOG: &str = binder_core::launch::line::CATALOG;
 
-/// What plugstack.conf says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Site {
-    /// `default=SHAPE`.
-    pub default: Option<String>,
-    /// `catalog=DIR`.
-    pub catalog: PathBuf,
-}
-
-impl Site {
-    /// Reads the plugstack.conf arguments; `Err` names the one it does not know.
-    pub fn parse<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Site, String> {
-        let mut site = Site {
-            default: None,
-            catalog: PathBuf::from(CATALOG),
-        };
-        for arg in args {
-            match arg.split_once('=') {
-                Some(("default", shape)) if !shape.is_empty() => site.default = Some(shape.into()),
-                Some(("catalog", dir)) if !dir.is_empty() => site.catalog = dir.into(),
-                _ => {
-                    return Err(format!(
-                        "unknown plugstack.conf argument {:?}; binder takes default=SHAPE and catalog=DIR",
-                        binder_core::text::clip(arg, 60)
-                    ))
-                }
-            }
-        }
-        Ok(site)
-    }
-}
+/// What plugstack.conf says: the front module's one site type (`default=`, `catalog=`).
+pub use binder_host::front::Site;
 
 static SITE: OnceLock<Site> = OnceLock::new();
 
@@ -181,7 +151,7 @@ pub unsafe extern "C" fn slurm_spank_init(
 ) -> c_int {
     // SAFETY: Slurm's contract for this callback.
     let args = unsafe { args(argc, argv) };
-    let site = match Site::parse(args) {
+    let site = match Site::from_args(args) {
         Ok(site) => site,
         Err(why) => {
             binder_core::text::emit(&mut std::io::stderr(), &why);
@@ -272,8 +242,8 @@ fn scrub(sp: Spank, vars: &[(String, String)]) {
     }
 }
 
-/// The task's command (`S_JOB_ARGV[0]`), when Slurm gives it.
-fn argv0(sp: Spank) -> Option<String> {
+/// The task's command and its first argument (`S_JOB_ARGV[0..2]`), as Slurm gives them.
+fn argv(sp: Spank) -> Vec<String> {
     let mut argc: c_int = 0;
     let mut argv: *mut *mut c_char = std::ptr::null_mut();
     // SAFETY: S_JOB_ARGV is read through an `int *` and a `char ***` (spank.h); Slurm
@@ -287,19 +257,21 @@ fn argv0(sp: Spank) -> Option<String> {
         )
     };
     if rc != ESPANK_SUCCESS || argc < 1 || argv.is_null() {
-        return None;
+        return Vec::new();
     }
-    // SAFETY: `argv` holds `argc` >= 1 pointers.
-    let first = unsafe { *argv };
-    if first.is_null() {
-        return None;
-    }
-    // SAFETY: a valid C string Slurm owns, copied at once.
-    Some(
-        unsafe { CStr::from_ptr(first) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    let n = usize::try_from(argc).unwrap_or(0).min(2);
+    (0..n)
+        .map_while(|i| {
+            // SAFETY: `argv` holds `argc` pointers, and `i` < `argc`.
+            let arg = unsafe { *argv.add(i) };
+            (!arg.is_null()).then(|| {
+                // SAFETY: not NULL, so a valid C string Slurm owns, copied at once.
+                unsafe { CStr::from_ptr(arg) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
+        })
+        .collect()
 }
 
 use binder_core::launch::env::refuse_task as refuse;
@@ -343,22 +315,22 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     if unsafe { ffi::spank_context() } != ffi::S_CTX_REMOTE {
         return 0;
     }
-    let site = SITE.get().cloned().unwrap_or(Site {
-        default: None,
-        catalog: PathBuf::from(CATALOG),
-    });
+    let site = SITE.get().cloned().unwrap_or_default();
     // What the user typed (`srun --cpu-bind=…`), as srun handed it over, read before
     // Slurm's task plugin wrote its own (implicit) binding into the task's environment.
     let stepenv = STEP_ENV.get().cloned().unwrap_or_default();
     let typed = stepenv.typed.clone();
     let asked = getopt(sp, 0);
-    let command = argv0(sp);
+    let argv = argv(sp);
     let step = task::Step {
         asked: asked.as_deref(),
-        default: site.default.as_deref(),
+        default: site.default_shape(),
         typed: typed.as_deref(),
         step: item(sp, ffi::item::S_JOB_STEPID).unwrap_or(0),
-        command: command.as_deref(),
+        command: argv.first().map(String::as_str),
+        arg1: argv.get(1).map(String::as_str),
+        report: getopt(sp, 1).is_some(),
+        verbose: getopt(sp, 2).is_some(),
     };
     let request = match step.decide() {
         task::Decision::Bind(request) => request,
@@ -420,9 +392,10 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         // A site's default that cannot be planned leaves the task to Slurm's own
         // binding, with the one line: a plain `srun` never fails because of it.
         Ok(Err(refusal)) if request.site_default => {
-            binder_core::text::emit(
+            binder_host::front::declined(
                 &mut std::io::stderr(),
-                &format!("warning: the site's default shape is not used for this task ({}); Slurm's binding stands", refusal.0),
+                &refusal.0,
+                "Slurm's binding stands",
             );
             scrub(sp, &[]);
             0

@@ -13,45 +13,21 @@ use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::flow::Front;
 use binder_core::launch::ledgered::Job;
-use binder_core::launch::line::{site_text, JobKey, Requests};
-use binder_core::launch::Options;
+use binder_core::launch::line::{JobKey, Requests};
 use binder_core::view::TaskView;
 use binder_host::around::{HostPlanner, Refusal};
 use binder_plan::gpu::Grant;
 use binder_plan::shape::{GpuIds, Shape};
 use binder_plan::topology::Topology;
-use binder_plan::PlanError;
 
-/// What the user (`srun --binder…`) or the site (plugstack.conf) asked for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Request {
-    /// `--binder=SHAPE`, or the site's `default=`: a path, or a catalog name.
-    pub shape: String,
-    /// `--binder-report`: the binding line on the task's stderr.
-    pub report: bool,
-    /// `--binder-verbose`: what the ledger decided, and the environment's notes.
-    pub verbose: bool,
-    /// The shape is the site's `default=`, not the user's `--binder`: a refusal leaves
-    /// the task to Slurm's binding instead of failing it.
-    pub site_default: bool,
-}
+use binder_host::front::{Ask, JobShape, Kind};
+pub use binder_host::front::{Decision, Request};
 
-/// What the plugin does for one task of a step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Bind the task as the request says.
-    Bind(Request),
-    /// Leave the task to Slurm (and to a `binder` wrapper it runs): binder's own
-    /// variables from an outer task are removed, nothing else changes.
-    Stay,
-    /// Refuse the task with this line.
-    Refuse(String),
-}
+/// The words of `--binder` that opt a step out of the site's default: the one list every
+/// front takes.
+pub const OFF: [&str; 5] = binder_core::launch::line::OFF_WORDS;
 
-/// The words of `--binder` that opt a step out of the site's default.
-pub const OFF: [&str; 2] = ["off", "none"];
-
-/// What one step's task asks of the plugin (SEMANTICS §4.2).
+/// What one step's task asks of the plugin (SEMANTICS §4.2-§4.3).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Step<'a> {
     /// `--binder` as given (`srun --binder=…`, or `sbatch`/`salloc --binder=…`, which
@@ -65,51 +41,37 @@ pub struct Step<'a> {
     pub step: u32,
     /// The task's command (`S_JOB_ARGV[0]`).
     pub command: Option<&'a str>,
+    /// Its first argument (`S_JOB_ARGV[1]`): `flux start` is a container.
+    pub arg1: Option<&'a str>,
+    /// `--binder-report`.
+    pub report: bool,
+    /// `--binder-verbose`.
+    pub verbose: bool,
 }
 
 impl Step<'_> {
-    /// What to do with this task:
+    /// What to do with this task ([`Ask::decide`], the one decision every front takes):
     /// - the batch script, the extern step and an allocation's interactive shell are not
     ///   tasks: nothing binds them, neither the site's default nor `sbatch --binder`
     ///   (which binds the job's steps);
-    /// - `--binder=off` (or `none`) opts a step out of the site's default;
-    /// - a task that runs the `binder` wrapper is the wrapper's to bind: the site's
-    ///   default stays out (the user's line wins), and `--binder` with the wrapper is one
-    ///   refusal naming both;
-    /// - else `--binder`, or the site's default when the user typed no `--cpu-bind`.
+    /// - a task that starts a Flux instance (`srun flux start`) is not bound by the
+    ///   default either;
+    /// - else as [`Ask::decide`] says: off words, the wrapper, a typed `--cpu-bind`.
     pub fn decide(&self) -> Decision {
-        let request = |shape: &str, site_default| {
-            Decision::Bind(Request {
-                shape: shape.to_owned(),
-                report: false,
-                verbose: false,
-                site_default,
-            })
-        };
         if self.step >= crate::ffi::SLURM_INTERACTIVE_STEP {
             return Decision::Stay;
         }
-        let wrapper = self
-            .command
-            .filter(|c| binder_core::launch::line::is_wrapper(c));
-        match (self.asked, self.default) {
-            (Some(off), _) if OFF.contains(&off) => Decision::Stay,
-            (Some(shape), _) => match wrapper {
-                Some(command) => Decision::Refuse(format!(
-                    "--binder={} (srun's, or sbatch's handed on to the steps) and the wrapper `{}` both bind this task; drop --binder (the wrapper binds it), or run the command without the wrapper",
-                    binder_core::text::printable(shape, 80),
-                    binder_core::text::printable(command, 80)
-                )),
-                None => request(shape, false),
-            },
-            (None, Some(_)) if wrapper.is_some() => Decision::Stay,
-            // `srun --cpu-bind=cores` (or `none`) under a site default: Slurm's.
-            (None, Some(_)) if self.typed.is_some_and(|t| !bind_words(t).is_empty()) => {
-                Decision::Stay
-            }
-            (None, Some(shape)) => request(shape, true),
-            (None, None) => Decision::Stay,
+        let argv: Vec<&str> = self.command.into_iter().chain(self.arg1).collect();
+        Ask {
+            option: "--binder",
+            asked: self.asked,
+            default: self.default,
+            launcher_binds: self.typed.is_some_and(|t| !bind_words(t).is_empty()),
+            kind: Kind::of_command(&argv),
+            report: self.report,
+            verbose: self.verbose,
         }
+        .decide()
     }
 }
 
@@ -261,11 +223,12 @@ pub fn bind(
         return Err(refusal);
     }
     let identity = items.identity();
-    let origin = binder_core::text::printable(&path.display().to_string(), 200);
-    let text = binder_host::shape_text(path)?;
-    let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
-    let mut shape = Shape::from_yaml(&text, &origin)?;
-    binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;
+    let JobShape {
+        origin,
+        text,
+        shape,
+        site,
+    } = JobShape::at(path, get)?;
     let envelope = Envelope::here(&identity, get);
     let key = JobKey::new(
         &text,
@@ -317,16 +280,7 @@ impl<'a> Front for Spank<'a> {
         err: &mut impl Write,
     ) -> Result<Vec<(String, String)>, Refusal> {
         let topology = topology_for(view, &mut self.planner, self.shape)?;
-        let options = Options {
-            command: &[],
-            openmp: view.openmp,
-            membind: view.membind,
-            report: self.request.report,
-            verbose: self.request.verbose,
-            scrub: &[],
-            started_on,
-            inherited: self.get,
-        };
+        let options = binder_host::front::task_options(view, self.request, started_on, self.get);
         Ok(binder_host::hostbind::prepare(
             view,
             topology.as_ref(),
@@ -395,6 +349,7 @@ mod tests {
             typed,
             step,
             command: Some(command),
+            ..Step::default()
         }
         .decide()
     }

@@ -1,0 +1,403 @@
+//! The one front module every front calls (SEMANTICS §4.2-§4.3): what a plugin decides
+//! about a task, decided once and alike for Slurm's SPANK plugin and Flux's shell plugin,
+//! so that each plugin keeps only its FFI, how it learns the task's identity, and its
+//! envelope.
+//!
+//! * [`Site`]: the plugin's site configuration (plugstack.conf's `default=`/`catalog=`,
+//!   the Flux plugin's `conf = { default, catalog }`), one type and one catalog path.
+//! * [`Ask::decide`]: whether the task is bound, left to the launcher, or refused: the
+//!   user's request, the site's default, the off words ([`binder_core::launch::line::
+//!   OFF_WORDS`], one list), a binding the user typed for the launcher itself, a task
+//!   that runs binder's wrapper, and a container (a batch shell, the extern step, an
+//!   interactive step, a Flux broker) that a default never binds.
+//! * [`JobShape::read`]: the shape a request names (a path relative to the job's
+//!   directory, or a catalog name) with the site file's reservation, read once.
+//! * [`task_options`]: the launch options of a task a plugin binds, built in one place.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use binder_core::launch::line::{is_off, shape_path, site_text, CATALOG};
+use binder_core::launch::Options;
+use binder_core::view::TaskView;
+use binder_plan::shape::Shape;
+use binder_plan::PlanError;
+
+use crate::around::Refusal;
+
+/// A plugin's site configuration.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// A shape for every job that asks for none (and types no binding of its own).
+    #[serde(default)]
+    pub default: Option<String>,
+    /// Where catalog names are looked up.
+    #[serde(default = "catalog")]
+    pub catalog: PathBuf,
+}
+
+fn catalog() -> PathBuf {
+    PathBuf::from(CATALOG)
+}
+
+impl Default for Site {
+    fn default() -> Site {
+        Site {
+            default: None,
+            catalog: catalog(),
+        }
+    }
+}
+
+impl Site {
+    /// From `KEY=VALUE` arguments (plugstack.conf's): `default=SHAPE`, `catalog=DIR`.
+    /// `default=off` (or any of the off words) is no default; `Err` names an argument
+    /// binder does not know, with the nearest one.
+    pub fn from_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Site, String> {
+        let mut site = Site::default();
+        for arg in args {
+            match arg.split_once('=') {
+                Some(("default", shape)) if !shape.is_empty() => {
+                    site.default = (!is_off(shape)).then(|| shape.to_owned());
+                }
+                Some(("catalog", dir)) if !dir.is_empty() => site.catalog = dir.into(),
+                _ => {
+                    let key = arg.split('=').next().unwrap_or(arg);
+                    let near = binder_core::text::suggestion(key, &["default", "catalog"])
+                        .map(|k| format!(" (did you mean {k}=?)"))
+                        .unwrap_or_default();
+                    return Err(format!(
+                        "unknown plugstack.conf argument {:?}{near}; binder takes default=SHAPE and catalog=DIR",
+                        binder_core::text::clip(arg, 60)
+                    ));
+                }
+            }
+        }
+        Ok(site)
+    }
+
+    /// The site's default shape, unless it is one of the off words (`default = "off"`
+    /// in a Flux `conf`, as `default=off` in plugstack.conf: no default).
+    pub fn default_shape(&self) -> Option<&str> {
+        self.default
+            .as_deref()
+            .filter(|d| !d.trim().is_empty() && !is_off(d))
+    }
+}
+
+/// What the user or the site asked binder for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The shape: a path (relative to the job's working directory) or a catalog name.
+    pub shape: String,
+    /// Each task's binding line on its stderr (`--binder-report`, `-o binder-report`).
+    pub report: bool,
+    /// What the envelope and the ledger decided (`--binder-verbose`, `-o binder-verbose`).
+    pub verbose: bool,
+    /// The shape is the site's default, not the user's: a refusal leaves the task to the
+    /// launcher's own binding instead of failing it.
+    pub site_default: bool,
+}
+
+/// What kind of process the launcher is about to start (SEMANTICS §4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind<'a> {
+    /// A task that runs the application.
+    Task,
+    /// A task that runs binder's wrapper (its command), which binds it itself.
+    Wrapper(&'a str),
+    /// A process that is itself an allocation for more work (a batch shell, the extern
+    /// step, an interactive step, a Flux broker): what it is, for messages. A site
+    /// default never binds it.
+    Container(&'static str),
+}
+
+impl<'a> Kind<'a> {
+    /// The kind of a task whose command line is `argv` (`argv[0]` first): the wrapper's
+    /// by its name, a Flux broker (`flux broker …`, `flux start …`, `flux-broker`, as
+    /// `flux alloc`, `flux batch` and `flux run flux start` run it), else a task.
+    pub fn of_command(argv: &[&'a str]) -> Kind<'a> {
+        let Some(&first) = argv.first() else {
+            return Kind::Task;
+        };
+        if binder_core::launch::line::is_wrapper(first) {
+            return Kind::Wrapper(first);
+        }
+        let name = first.rsplit('/').next().unwrap_or(first);
+        let sub = argv.get(1).copied().unwrap_or("");
+        if name == "flux-broker" || (name == "flux" && matches!(sub, "broker" | "start")) {
+            return Kind::Container(
+                "a Flux instance's broker (flux alloc, flux batch, flux start)",
+            );
+        }
+        Kind::Task
+    }
+}
+
+/// What a front does with one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Bind the task as the request says.
+    Bind(Request),
+    /// Leave the task to the launcher (and to a wrapper it runs): binder's own variables
+    /// from an outer task are removed, nothing else changes.
+    Stay,
+    /// Refuse the task with this line.
+    Refuse(String),
+}
+
+/// What one task asks of a plugin.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// How the user spells the request, for messages: `--binder`, `-o binder`.
+    pub option: &'a str,
+    /// The request as given (`srun --binder=…`, `-o binder=…`), `None` when none.
+    pub asked: Option<&'a str>,
+    /// The site's default shape.
+    pub default: Option<&'a str>,
+    /// The user typed a binding of the launcher's own (`srun --cpu-bind=cores`, `-o
+    /// cpu-affinity=…`): a site default yields to it.
+    pub launcher_binds: bool,
+    /// What the task is.
+    pub kind: Kind<'a>,
+    /// The report flag as given.
+    pub report: bool,
+    /// The verbose flag as given.
+    pub verbose: bool,
+}
+
+impl Ask<'_> {
+    /// What to do with this task (SEMANTICS §4.2-§4.3):
+    /// - an off word (`--binder=off`, `-o binder=none`) opts out of the site's default;
+    /// - a container is never bound by a default (nor by a request the batch system hands
+    ///   on to a job's steps: the caller says which containers those are);
+    /// - a task that runs the `binder` wrapper is the wrapper's: the default stays out, and
+    ///   an explicit request beside the wrapper is one refusal naming both;
+    /// - else the request, or the default when the user typed no binding of the launcher's.
+    pub fn decide(&self) -> Decision {
+        let bind = |shape: &str, site_default| {
+            Decision::Bind(Request {
+                shape: shape.to_owned(),
+                report: self.report,
+                verbose: self.verbose,
+                site_default,
+            })
+        };
+        match (self.asked, self.kind) {
+            (Some(off), _) if is_off(off) => Decision::Stay,
+            (Some(shape), Kind::Wrapper(command)) => Decision::Refuse(format!(
+                "{}={} and the wrapper `{}` both bind this task; drop {} (the wrapper binds it), or run the command without the wrapper",
+                self.option,
+                binder_core::text::printable(shape, 80),
+                binder_core::text::printable(command, 80),
+                self.option,
+            )),
+            (Some(shape), _) => bind(shape, false),
+            (None, Kind::Wrapper(_) | Kind::Container(_)) => Decision::Stay,
+            (None, Kind::Task) if self.launcher_binds => Decision::Stay,
+            (None, Kind::Task) => self
+                .default
+                .filter(|d| !is_off(d))
+                .map_or(Decision::Stay, |d| bind(d, true)),
+        }
+    }
+}
+
+/// A job's shape as a plugin reads it: the file a request names, its text (the key's),
+/// the shape with the site file's reservation in front, and the site file.
+#[derive(Debug, Clone)]
+pub struct JobShape {
+    /// The shape file's path, printable, for messages.
+    pub origin: String,
+    /// The shape file's bytes as text.
+    pub text: String,
+    /// The shape, with the site's reservation.
+    pub shape: Shape,
+    /// The site file's path and text, when there is one.
+    pub site: Option<(String, String)>,
+}
+
+impl JobShape {
+    /// Reads the shape `name` (relative to `cwd`, the job's working directory, or a
+    /// catalog name in `catalog`) and the site file the job's environment `get` names.
+    pub fn read(
+        name: &str,
+        cwd: Option<&str>,
+        catalog: &Path,
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<JobShape, Refusal> {
+        let path = shape_path(name, cwd, catalog);
+        JobShape::at(&path, get)
+    }
+
+    /// Reads the shape file at `path` and the site file.
+    pub fn at(path: &Path, get: &dyn Fn(&str) -> Option<String>) -> Result<JobShape, Refusal> {
+        let origin = binder_core::text::printable(&path.display().to_string(), 200);
+        let text = crate::shape_text(path)?;
+        let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
+        let mut shape = Shape::from_yaml(&text, &origin)?;
+        binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;
+        Ok(JobShape {
+            origin,
+            text,
+            shape,
+            site,
+        })
+    }
+
+    /// The site file's text, for the plan's key.
+    pub fn site_text(&self) -> Option<&str> {
+        self.site.as_ref().map(|(_, t)| t.as_str())
+    }
+}
+
+/// Whether the shape `name` asks for GPUs, read as [`JobShape::read`] reads it; `None`
+/// when it cannot be read (the refusal comes when the job is planned). A plugin turns the
+/// launcher's GPU binding off only for a shape that sets every task's visible devices
+/// itself (SEMANTICS §4.3: binding CPUs never unbinds GPUs).
+pub fn asks_gpus(
+    name: &str,
+    cwd: Option<&str>,
+    catalog: &Path,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Option<bool> {
+    JobShape::read(name, cwd, catalog, get)
+        .ok()
+        .map(|s| s.shape.needs_gpus())
+}
+
+/// The launch options of a task a plugin binds (the one place they are built): the
+/// view's OpenMP and memory policy, the request's report and verbose flags, the affinity
+/// the ledger bound it with, and the job's environment it inherits.
+pub fn task_options<'o>(
+    view: &TaskView,
+    request: &Request,
+    started_on: Option<&'o [usize]>,
+    inherited: &'o dyn Fn(&str) -> Option<String>,
+) -> Options<'o> {
+    Options {
+        command: &[],
+        openmp: view.openmp,
+        membind: view.membind,
+        report: request.report,
+        verbose: request.verbose,
+        scrub: &[],
+        started_on,
+        inherited,
+    }
+}
+
+/// Writes a warning that a site default was declined (`why`) and what stands instead.
+pub fn declined(err: &mut impl Write, why: &str, stands: &str) {
+    binder_core::text::emit(
+        err,
+        &format!("warning: the site's default shape is not used for this job ({why}); {stands}"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask<'a>(asked: Option<&'a str>, kind: Kind<'a>, launcher_binds: bool) -> Decision {
+        Ask {
+            option: "--binder",
+            asked,
+            default: Some("cores-packed"),
+            launcher_binds,
+            kind,
+            report: true,
+            verbose: false,
+        }
+        .decide()
+    }
+
+    fn bound(d: Decision) -> Option<(String, bool, bool)> {
+        match d {
+            Decision::Bind(r) => Some((r.shape, r.site_default, r.report)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_default_binds_tasks_never_containers() {
+        let broker = Kind::of_command(&["flux", "broker", "--setattr=x", "sh"]);
+        assert!(matches!(broker, Kind::Container(_)), "{broker:?}");
+        for argv in [
+            &["/usr/bin/flux", "start", "sh"][..],
+            &["/opt/flux/libexec/flux/cmd/flux-broker"],
+        ] {
+            assert!(
+                matches!(Kind::of_command(argv), Kind::Container(_)),
+                "{argv:?}"
+            );
+        }
+        for argv in [&["flux", "run", "x"][..], &["./app"], &["fluxbroker"], &[]] {
+            assert_eq!(Kind::of_command(argv), Kind::Task, "{argv:?}");
+        }
+        assert_eq!(ask(None, broker, false), Decision::Stay);
+        // The user's own request still binds it.
+        assert_eq!(
+            bound(ask(Some("x.yaml"), broker, false)),
+            Some(("x.yaml".into(), false, true))
+        );
+        assert_eq!(
+            bound(ask(None, Kind::Task, false)),
+            Some(("cores-packed".into(), true, true))
+        );
+    }
+
+    #[test]
+    fn off_words_and_typed_bindings() {
+        for off in ["off", "none", "0", "false", "no", "OFF"] {
+            assert_eq!(ask(Some(off), Kind::Task, false), Decision::Stay, "{off}");
+        }
+        assert_eq!(ask(None, Kind::Task, true), Decision::Stay);
+        // A typed launcher binding does not outrank the user's own request.
+        assert!(bound(ask(Some("x.yaml"), Kind::Task, true)).is_some());
+        // A default spelt off is no default.
+        let off_default = Ask {
+            option: "-o binder",
+            asked: None,
+            default: Some("off"),
+            launcher_binds: false,
+            kind: Kind::Task,
+            report: false,
+            verbose: false,
+        };
+        assert_eq!(off_default.decide(), Decision::Stay);
+    }
+
+    #[test]
+    fn the_wrapper_binds_its_own_task() {
+        let w = Kind::of_command(&["/usr/local/bin/binder", "s.yaml", "--", "a"]);
+        assert_eq!(w, Kind::Wrapper("/usr/local/bin/binder"));
+        assert_eq!(ask(None, w, false), Decision::Stay);
+        match ask(Some("one.yaml"), w, false) {
+            Decision::Refuse(line) => {
+                assert!(line.contains("--binder=one.yaml"), "{line}");
+                assert!(line.contains("/usr/local/bin/binder"), "{line}");
+                assert!(line.contains("drop --binder"), "{line}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn site_arguments() {
+        let site = Site::from_args(["default=cores-packed", "catalog=/x"]).unwrap();
+        assert_eq!(site.default_shape(), Some("cores-packed"));
+        assert_eq!(site.catalog, PathBuf::from("/x"));
+        assert_eq!(
+            Site::from_args(["default=off"]).unwrap().default_shape(),
+            None
+        );
+        assert_eq!(Site::from_args([]).unwrap(), Site::default());
+        let e = Site::from_args(["defualt=x"]).unwrap_err();
+        assert!(e.contains("did you mean default=?"), "{e}");
+        let json: Site = serde_json::from_str(r#"{"default":"none"}"#).unwrap();
+        assert_eq!(json.default_shape(), None);
+        assert_eq!(json.catalog, PathBuf::from(CATALOG));
+    }
+}
