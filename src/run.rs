@@ -83,7 +83,7 @@ fn shape_text(config: &Config) -> Result<(String, String), Error> {
 }
 
 /// The shape, parsed, with the command line's and the site file's (from
-/// `ge::reserve::site_text`) requests applied.
+/// `binder_core::launch::line::site_text`) requests applied.
 fn job_shape(
     config: &Config,
     origin: &str,
@@ -115,6 +115,13 @@ fn job_shape(
     Ok(shape)
 }
 
+/// The site file's path and text (`BINDER_SITE_FILE`, else `/etc/binder/site.yaml`),
+/// read here: the planning library parses it (`ge::reserve::parse_site`) but reads no file.
+fn site_file(env: &dyn identity::Env) -> Result<Option<(String, String)>, Error> {
+    launch::line::site_text(&|k| env.var(k))
+        .map_err(|(what, why)| ge::GeError::Reserve { what, why }.into())
+}
+
 /// Runs a validated configuration: reports go to `out`, `--report`/`--verbose` lines to
 /// `err`. A launch that succeeds never returns (the process became the task).
 pub fn run(
@@ -134,7 +141,10 @@ pub fn run(
         }
         let topology = binder_host::load(&config.source, false)?;
         let mut tree = topology.ge_tree();
-        let mut entries = ge::reserve::site(&|k| env.var(k))?;
+        let mut entries = match site_file(env)? {
+            Some((path, text)) => ge::reserve::parse_site(&path, &text)?,
+            None => Vec::new(),
+        };
         entries.extend(reserve.iter().cloned());
         ge::reserve::apply(&mut tree, &entries)?;
         return writeln!(out, "{}", tree.occupancy_string()).map_err(Error::Output);
@@ -144,7 +154,7 @@ pub fn run(
     }
     let identity = identity::identify(config.local_rank, config.local_size, env)?;
     let (origin, shape_bytes) = shape_text(config)?;
-    let site = ge::reserve::site_text(&|k| env.var(k))?;
+    let site = site_file(env)?;
     let shape = job_shape(config, &origin, &shape_bytes, site.as_ref())?;
     let requests = Requests {
         ge: config.ge.clone(),

@@ -12,10 +12,6 @@ use super::GeError;
 /// (`codec::MAX_TOPOLOGY_THREADS`), so a larger one names nothing.
 const MAX_INDEX: usize = super::codec::MAX_TOPOLOGY_THREADS;
 
-/// Where the site's reservation lives: a YAML file with `reserve: [ENTRY, ...]`, read by
-/// every binder on the node. `BINDER_SITE_FILE` points elsewhere (tests, modules).
-pub use binder_core::launch::line::SITE_FILE;
-
 /// The site file's contents.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,18 +21,10 @@ pub struct Site {
     pub reserve: Vec<String>,
 }
 
-/// Reads the site file (`BINDER_SITE_FILE`, else [`SITE_FILE`]); a missing file reserves
-/// nothing, an unreadable or invalid one is an error (a site that reserved cores must not
-/// silently lose them).
-pub fn site(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, GeError> {
-    match site_text(env)? {
-        Some((path, text)) => parse_site(&path, &text),
-        None => Ok(Vec::new()),
-    }
-}
-
-/// The reservations of a site file read by [`site_text`].
-pub(crate) fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
+/// The reservations of a site file: its path (for messages) and text, as the caller read
+/// them (`binder_core::launch::line::site_text`: binder-plan reads no file). The file is
+/// a YAML mapping `reserve: [ENTRY, ...]`, read by every binder on the node.
+pub fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError> {
     let site: Site = yaml_serde::from_str(text).map_err(|e| GeError::Reserve {
         what: path.to_owned(),
         why: format!("the site file is not `reserve: [ENTRY, ...]`: {e}"),
@@ -45,7 +33,7 @@ pub(crate) fn parse_site(path: &str, text: &str) -> Result<Vec<String>, GeError>
 }
 
 /// Puts the site file's reservation (`site`: its path and bytes, from
-/// [`site_text`]) before the shape's own: the site's comes first, the shape's adds to it
+/// `binder_core::launch::line::site_text`) before the shape's own: the site's comes first, the shape's adds to it
 /// (SEMANTICS §12).
 pub fn add_site(
     shape: &mut crate::shape::Shape,
@@ -56,14 +44,6 @@ pub fn add_site(
         shape.options.reserve.splice(0..0, site);
     }
     Ok(())
-}
-
-/// The site file's path and bytes, unparsed (`None` when there is none): the node cache
-/// and the ledger key a plan by them, and a warm launch does not parse YAML.
-pub fn site_text(
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<(String, String)>, GeError> {
-    binder_core::launch::line::site_text(env).map_err(|(what, why)| GeError::Reserve { what, why })
 }
 
 /// The letter of a location's type, spelt as in shapes (`package`/`socket`, `l3`, ...).
