@@ -20,11 +20,11 @@ pub struct Entry {
 pub const ENVIRONMENT: &[Entry] = &[
     Entry {
         names: &["BINDER_REPORT"],
-        what: "`1`, `yes`, `true` or `on`: print the task's binding on stderr before exec, as `--report`; `0`, `no`, `false`, `off`: do not",
+        what: "`1`, `yes`, `true` or `on`: print the task's binding on stderr before exec, as `--report`; `0`, `no`, `false`, `off`, `none`: do not. Every `BINDER_*` setting takes these words alike, and any other value is refused with one line (exit 125)",
     },
     Entry {
         names: &["BINDER_LEDGER"],
-        what: "`require`: refuse (125) when the node ledger cannot be used, instead of warning and launching uncoordinated; `off`: do not use the ledger",
+        what: "`require`: refuse (125) when the node ledger cannot be used, instead of warning and launching uncoordinated; `off` (or another off word): do not use the ledger",
     },
     Entry {
         names: &["BINDER_LEDGER_DIR"],
@@ -32,11 +32,11 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["BINDER_LEDGER_WAIT"],
-        what: "seconds to wait for your own ledger lock before refusing (default 30, at most 3600)",
+        what: "whole seconds to wait for your own ledger lock before refusing (default 30, from 0 to 3600)",
     },
     Entry {
         names: &["BINDER_KERNEL_VIEW"],
-        what: "`in-sight`: look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); and a launch that cannot use the ledger then leaves out your own other jobs' tasks too; for runs whose result must not depend on other jobs on the machine, such as binder's own test suite",
+        what: "`all` (the default) or `in-sight`: with `in-sight`, look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); and a launch that cannot use the ledger then leaves out your own other jobs' tasks too; for runs whose result must not depend on other jobs on the machine, such as binder's own test suite",
     },
     Entry {
         names: &["BINDER_CACHE"],
@@ -48,7 +48,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["BINDER_CACHE_TRACE"],
-        what: "`1`: one line on stderr per launch saying cache hit, miss (and why), store or off, and when `binder` hands over to `binder-full`",
+        what: "`1` (or another on word): one line on stderr per launch saying cache hit, miss (and why), store or off, and when `binder` hands over to `binder-full`",
     },
     Entry {
         names: &["BINDER_DYNAMIC_FRONT"],
@@ -73,6 +73,10 @@ pub const ENVIRONMENT: &[Entry] = &[
     Entry {
         names: &["SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST"],
         what: "with `mask_cpu` or `map_cpu`, the union of the step's task masks is the job's allocation on the node (SEMANTICS §4.1); the SPANK plugin reads the type srun handed over to tell a typed `--cpu-bind` from Slurm's implicit one",
+    },
+    Entry {
+        names: &["BINDER_SLURM_CPU_BIND_INHERITED"],
+        what: "set by the SPANK plugin inside srun when its `--cpu-bind` is only the `SLURM_CPU_BIND` it inherited from the step it runs in (an `srun` inside `srun --pty bash`), so that it is not taken for a binding the user typed; removed before the task runs",
     },
     Entry {
         names: &binder_core::identity::LOCAL_VARS,

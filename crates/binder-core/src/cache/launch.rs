@@ -12,9 +12,9 @@ use crate::view::{Packing, TaskView};
 /// A cache and this launch's key in it.
 pub(crate) type Keyed = (Cache, Key);
 
-/// Whether `BINDER_CACHE_TRACE=1` asks for the cache's decisions on stderr.
+/// Whether `BINDER_CACHE_TRACE=1` (or another on word) asks for the cache's decisions on stderr.
 pub(crate) fn tracing(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env("BINDER_CACHE_TRACE").is_some_and(|v| v == "1")
+    crate::settings::cache_trace(env) == Ok(true)
 }
 
 /// The node cache and this launch's key (`text` from [`crate::launch::line::JobKey`]),

@@ -91,7 +91,7 @@ pub struct Cache {
 impl Cache {
     /// This user's cache directory, created if needed, or why there is none.
     pub fn open(env: &dyn Fn(&str) -> Option<String>) -> Result<Cache, String> {
-        if env("BINDER_CACHE").is_some_and(|v| ["off", "0", "no", "false"].contains(&v.trim())) {
+        if crate::settings::cache_on(env) == Ok(false) {
             return Err("BINDER_CACHE=off".into());
         }
         let uid = euid();

@@ -86,37 +86,7 @@ impl LaunchLine {
     }
 }
 
-/// The words that turn a switch off, in every front alike (SEMANTICS §4.3: a value that
-/// means "off" means off everywhere): `BINDER_REPORT=no`, `srun --binder=off`, `-o
-/// binder=none`, `-o binder-report=false`, `BINDER_CACHE=0`. The empty string is off too
-/// (`BINDER_REPORT=`), except where a shape is named (an empty shape is no shape).
-pub const OFF_WORDS: [&str; 5] = ["off", "0", "no", "false", "none"];
-
-/// The words that turn a switch on.
-pub const ON_WORDS: [&str; 4] = ["on", "1", "yes", "true"];
-
-/// Whether a shape request (`--binder=WORD`, `-o binder=WORD`) is one of [`OFF_WORDS`]:
-/// it opts the job out of a site default instead of naming a shape.
-pub fn is_off(word: &str) -> bool {
-    OFF_WORDS.contains(&word.trim().to_ascii_lowercase().as_str())
-}
-
-/// A switch's value (`name` as the user wrote it, for the message) as on or off: unset,
-/// empty or one of [`OFF_WORDS`] is off, one of [`ON_WORDS`] on, any other value is an
-/// error that says both lists (a misspelt `of` is never silently the default).
-pub fn switch(name: &str, value: Option<&str>) -> Result<bool, String> {
-    match value.map(|v| v.trim().to_ascii_lowercase()) {
-        None => Ok(false),
-        Some(v) if v.is_empty() || OFF_WORDS.contains(&v.as_str()) => Ok(false),
-        Some(v) if ON_WORDS.contains(&v.as_str()) => Ok(true),
-        Some(v) => Err(format!(
-            "{name}={:?} is neither on ({}) nor off ({}, empty)",
-            crate::text::clip(&v, crate::text::QUOTE_MAX),
-            ON_WORDS.join(", "),
-            OFF_WORDS.join(", ")
-        )),
-    }
-}
+pub use crate::settings::{is_off, switch, OFF_WORDS, ON_WORDS};
 
 /// `BINDER_REPORT`'s value as on or off; `Err` says what is wrong with it.
 pub fn report_word(value: Option<&str>) -> Result<bool, String> {

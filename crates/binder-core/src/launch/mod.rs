@@ -40,6 +40,10 @@ pub enum LaunchError {
         /// hwloc's reason.
         reason: String,
     },
+    /// A `BINDER_*` setting has a value binder does not know (the line says which and
+    /// what it takes).
+    #[error("{0}")]
+    Setting(String),
     /// The kernel applied another set than asked for.
     #[error("asked the kernel for cpus {want} but the binding reads back as {got}; something else (a cgroup or a launcher) changes affinity")]
     NotApplied {

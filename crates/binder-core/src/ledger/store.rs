@@ -139,7 +139,7 @@ impl Own {
 /// Whether `BINDER_LEDGER=require` asks to refuse a launch the ledger cannot coordinate,
 /// rather than run it bound but uncoordinated (SEMANTICS §13.1 item 3).
 pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env("BINDER_LEDGER").is_some_and(|v| v.trim() == "require")
+    crate::settings::ledger_mode(env) == Ok(crate::settings::LedgerMode::Require)
 }
 
 /// Whether the kernel's view reaches beyond the users in sight (SEMANTICS §13.3): every
@@ -148,17 +148,12 @@ pub fn required(env: &dyn Fn(&str) -> Option<String>) -> bool {
 /// entry in the ledger root, for runs whose result must not depend on other jobs on the
 /// machine (binder's own test suite).
 pub(crate) fn looks_beyond_sight(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env("BINDER_KERNEL_VIEW").is_none_or(|v| v.trim() != "in-sight")
+    crate::settings::kernel_view_in_sight(env) != Ok(true)
 }
 
-/// Whether the user turned the ledger off (`BINDER_LEDGER=off`, `0`, `no`, `false`).
+/// Whether the user turned the ledger off (`BINDER_LEDGER=off` or another off word).
 pub(crate) fn turned_off(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    env("BINDER_LEDGER").as_deref().is_some_and(off)
-}
-
-/// Whether `BINDER_LEDGER` turns the ledger off.
-fn off(value: &str) -> bool {
-    ["off", "0", "no", "false"].contains(&value.trim())
+    crate::settings::ledger_mode(env) == Ok(crate::settings::LedgerMode::Off)
 }
 
 impl Ledger {
@@ -174,8 +169,7 @@ impl Ledger {
         env: &dyn Fn(&str) -> Option<String>,
         keyring: fn() -> Option<String>,
     ) -> Result<Ledger, String> {
-        let mode = env("BINDER_LEDGER");
-        if mode.as_deref().is_some_and(off) {
+        if turned_off(env) {
             return Err("BINDER_LEDGER=off".into());
         }
         let require = required(env);
@@ -190,10 +184,10 @@ impl Ledger {
                 crate::text::printable(&root.display().to_string(), 120)
             ));
         }
-        let wait = env("BINDER_LEDGER_WAIT")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_WAIT_SECS)
-            .min(3600);
+        let wait = crate::settings::ledger_wait(env)
+            .ok()
+            .flatten()
+            .unwrap_or(DEFAULT_WAIT_SECS);
         let look_always = looks_beyond_sight(env);
         let uid = rustix::process::geteuid().as_raw();
         let home = env("HOME").filter(|h| h.starts_with('/'));
