@@ -140,6 +140,11 @@ fn site(slurm: &Slurm, constrain: &str) {
         "{stderr}"
     );
 
+    if cpus >= 2 {
+        nested_steps(slurm, &ledger, constrain);
+        outsider_never_refuses(slurm, &ledger, constrain);
+    }
+
     // Two concurrent 1-CPU steps (two jobs): disjoint, each on its own CPU.
     if cpus >= 2 {
         let spawn = || {
@@ -160,4 +165,105 @@ fn site(slurm: &Slurm, constrain: &str) {
         let b = probes(&b.wait_with_output().unwrap(), "concurrent step b");
         assert_ne!(a["0"][1], b["0"][1], "two steps on one CPU");
     }
+}
+
+/// SEMANTICS §4.3, nested steps under a site default: the enclosing step's task (a shell
+/// that starts steps of its own, the `srun --pty bash` pattern) is bound by the default,
+/// and a step started inside it with `--overlap` has that step as its envelope: its
+/// tasks run, bound by the plugin and by the wrapper, never refused for the enclosing
+/// shell's claim (on 6eb4e5b both exited 125 naming the enclosing step's own bash).
+fn nested_steps(slurm: &Slurm, ledger: &std::path::Path, constrain: &str) {
+    let binder = common::binder_exe();
+    for (what, inner) in [
+        (
+            "plugin",
+            "srun --overlap -n2 --cpu-bind=none --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
+        ),
+        (
+            "wrapper",
+            format!("srun --overlap -n2 {binder} shapes/cores-packed.yaml -- sh -c \"$PROBE\""),
+        ),
+        // No --cpu-bind of its own: the inner srun inherits the enclosing task's
+        // SLURM_CPU_BIND, which is not a binding the user typed (SEMANTICS §4.3).
+        (
+            "plugin, inherited SLURM_CPU_BIND",
+            "srun --overlap -n2 --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
+        ),
+    ] {
+        let out = srun(slurm, ledger, &["-n1", "-c2", "bash", "-c", &inner])
+            .env("PROBE", PROBE)
+            .output()
+            .unwrap();
+        let seen = probes(
+            &out,
+            &format!("ConstrainCores={constrain}: nested step, {what}"),
+        );
+        assert_eq!(seen.len(), 2, "{what}: both inner tasks ran: {seen:?}");
+        let cpus: Vec<&str> = seen.values().map(|f| f[1].as_str()).collect();
+        for f in seen.values() {
+            assert!(
+                !f[1].contains(['-', ',']) && f[1] == f[2],
+                "{what}: each inner task on one CPU of the step: {seen:?}"
+            );
+        }
+        assert_ne!(
+            cpus[0], cpus[1],
+            "{what}: two inner tasks on one CPU: {seen:?}"
+        );
+    }
+}
+
+/// SEMANTICS §4.3, the scheduler's word: another user's idle `taskset -c 0 sleep` (no
+/// task of any scheduler job) on a CPU Slurm gave the step is named once and planned over:
+/// `srun -n{cpus} --binder` runs every task where the dry-run puts it, as the same step
+/// runs without `--binder` (on 6eb4e5b it exited 125). The launch sees every user's bound
+/// tasks here (the kernel view's default, not the suite's `in-sight`).
+fn outsider_never_refuses(slurm: &Slurm, ledger: &std::path::Path, constrain: &str) {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if !common::prerequisite(common::has("setpriv"), "setpriv (util-linux)") {
+        return;
+    }
+    // `nobody`, bound to CPU 0 (reaped below, whatever happens).
+    let mut outsider = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "taskset",
+            "-c",
+            "0",
+            "sleep",
+            "60",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let n = cpus.to_string();
+    let out = srun(slurm, ledger, &["-n", &n])
+        .env_remove("BINDER_KERNEL_VIEW")
+        .args(["--binder=cores-packed", "sh", "-c", PROBE])
+        .output()
+        .unwrap();
+    let _ = outsider.kill();
+    let _ = outsider.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let seen = probes(
+        &out,
+        &format!("ConstrainCores={constrain}: beside nobody's taskset"),
+    );
+    let want = promised("shapes/cores-packed.yaml", cpus);
+    assert_eq!(seen.len(), cpus, "{stderr}");
+    for (rank, f) in &seen {
+        let rank: usize = rank.parse().unwrap();
+        assert_eq!(
+            f[1], want[&rank],
+            "rank {rank}: the scheduler's CPUs: {stderr}"
+        );
+    }
+    let named: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no task of a scheduler job"))
+        .collect();
+    assert_eq!(named.len(), 1, "named once: {stderr}");
+    assert!(named[0].contains("of nobody on cpus 0"), "{stderr}");
 }

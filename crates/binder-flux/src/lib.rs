@@ -52,6 +52,9 @@ static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
 /// task (the job's CPUs here, `CUDA_VISIBLE_DEVICES`), which binder gives it instead,
 /// since it turned them off before it could know.
 static FALLBACK: Mutex<Option<(Vec<usize>, String)>> = Mutex::new(None);
+/// Whether a job binder leaves to Flux runs the wrapper, which keeps the enclosing job's
+/// name (`BINDER_JOB`) to read.
+static LEFT_TO_WRAPPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Whether the plugin turned the shell's `gpu-affinity` off (only for a shape that sets
 /// every task's visible devices itself: binding CPUs never unbinds GPUs, SEMANTICS §4.3).
 static GPUS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -145,7 +148,12 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
         Ok(Some(request)) => request,
         // binder leaves the job to Flux: only what an outer binder exported is removed
         // (an enclosing job's `BINDER_JOB` describes no task of this one).
-        Ok(None) => return register(p, &[("task.init", scrub_task)]),
+        Ok(None) => {
+            let kind = binder_host::front::Kind::of_command(&command);
+            let wrapper = matches!(kind, binder_host::front::Kind::Wrapper(_));
+            LEFT_TO_WRAPPER.store(wrapper, Ordering::Relaxed);
+            return register(p, &[("task.init", scrub_task)]);
+        }
         Err(why) => {
             // Reported by every task, which then does not run.
             *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(why));
@@ -209,7 +217,18 @@ unsafe extern "C" fn scrub_task(
 ) -> c_int {
     if let Some((task, _, _)) = current_task(shell_of(p)) {
         // SAFETY: a valid task in `task.init`.
-        scrub(unsafe { ffi::flux_shell_task_cmd(task) }, &[]);
+        let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
+        let kind = if LEFT_TO_WRAPPER.load(Ordering::Relaxed) {
+            binder_host::front::Kind::Wrapper("binder")
+        } else {
+            binder_host::front::Kind::Task
+        };
+        for stale in binder_host::front::left_alone(kind) {
+            if let Ok(name) = CString::new(stale) {
+                // SAFETY: valid command and C string.
+                unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
+            }
+        }
     }
     0
 }

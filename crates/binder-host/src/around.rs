@@ -267,6 +267,25 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
             let Ok(alone) = binder_plan::plan(&request(job, shape, t).grant(grant)) else {
                 return Err(refusal.into());
             };
+            // Inside a scheduler's allocation, what is no scheduler job's task steers
+            // and never refuses (SEMANTICS §4.3): planned over, said once.
+            if let Some((only, outside)) = crate::allocation::scheduler_only(scan) {
+                let held: Vec<usize> = self::loads(t, &only, avoid, steer).into_keys().collect();
+                let over = if held.is_empty() {
+                    Ok(alone.clone())
+                } else {
+                    binder_plan::plan_around(&request(job, shape, t).grant(&holding).held(&held))
+                };
+                if let Ok(plan) = over {
+                    if job.identity.rank == 0 {
+                        let allocation = scan.allocation.as_deref().unwrap_or_default();
+                        let line =
+                            crate::allocation::planned_over(allocation, &outside, &scan.held_cpus);
+                        binder_core::text::emit(err, &line);
+                    }
+                    return Ok(views(&plan, shape));
+                }
+            }
             if !shape.options.share {
                 return Err(occupied(&refusal, &alone, scan, t, job.origin).into());
             }

@@ -288,6 +288,15 @@ pub fn task_options<'o>(
     }
 }
 
+/// binder's variables to remove from a task binder leaves to the launcher (SEMANTICS §4.2:
+/// an outer binder's describe no task of this job): every one, but `BINDER_JOB` for a
+/// task that runs the wrapper, which reads it as the job it runs inside (a nested step's
+/// enclosing step, SEMANTICS §4.3) and sets its own at exec.
+pub fn left_alone(kind: Kind<'_>) -> impl Iterator<Item = &'static str> {
+    let wrapper = matches!(kind, Kind::Wrapper(_));
+    binder_core::launch::env::stale(&[]).filter(move |v| !(wrapper && *v == "BINDER_JOB"))
+}
+
 /// Writes a warning that a site default was declined (`why`) and what stands instead.
 pub fn declined(err: &mut impl Write, why: &str, stands: &str) {
     binder_core::text::emit(
@@ -382,6 +391,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_wrapper_keeps_the_enclosing_job_name() {
+        let task: Vec<&str> = left_alone(Kind::Task).collect();
+        assert!(task.contains(&"BINDER_JOB") && task.contains(&"BINDER_CPUS"));
+        let wrapper: Vec<&str> = left_alone(Kind::Wrapper("binder")).collect();
+        assert!(!wrapper.contains(&"BINDER_JOB") && wrapper.contains(&"BINDER_CPUS"));
     }
 
     #[test]

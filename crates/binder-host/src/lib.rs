@@ -9,6 +9,7 @@
 //! `binder-full` and both plugins use it; the `binder` executable (binder-core) does not.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod allocation;
 pub mod around;
 pub mod front;
 pub mod hostbind;

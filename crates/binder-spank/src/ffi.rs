@@ -50,6 +50,8 @@ pub const SLURM_EXTERN_CONT: u32 = 0xffff_fffc;
 /// `SLURM_PENDING_STEP`.
 pub const SLURM_PENDING_STEP: u32 = 0xffff_fffd;
 
+/// `S_CTX_LOCAL`: inside srun.
+pub const S_CTX_LOCAL: c_int = 1;
 /// `S_CTX_REMOTE`: inside slurmstepd.
 pub const S_CTX_REMOTE: c_int = 2;
 

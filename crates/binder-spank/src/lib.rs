@@ -301,6 +301,40 @@ pub unsafe extern "C" fn slurm_spank_user_init(
     0
 }
 
+/// `slurm_spank_local_user_init`: in srun, after its options are read and before the
+/// tasks are launched: marks a `--cpu-bind` that srun only inherited from the step it runs
+/// in (`task::inherited_cpu_bind`), so that slurmstepd's side does not take it for one the
+/// user typed. The mark is a variable of srun's environment, which srun hands to the step.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_local_user_init(
+    _: Spank,
+    _: c_int,
+    _: *const *const c_char,
+) -> c_int {
+    // SAFETY: no arguments; Slurm's contract.
+    if unsafe { ffi::spank_context() } != ffi::S_CTX_LOCAL {
+        return 0;
+    }
+    let argv: Vec<String> = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let in_step = std::env::var_os("SLURM_STEP_ID").is_some();
+    let cpu_bind = std::env::var("SLURM_CPU_BIND").ok();
+    if task::inherited_cpu_bind(in_step, cpu_bind.as_deref(), &argv) {
+        // srun is one thread here, reading its options; it copies its environment into
+        // the step's after this callback.
+        std::env::set_var(task::INHERITED_CPU_BIND, "1");
+    }
+    0
+}
+
 /// `slurm_spank_task_init`: in the task's process, as the user, before exec: bind.
 ///
 /// # Safety
@@ -319,6 +353,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     // What the user typed (`srun --cpu-bind=…`), as srun handed it over, read before
     // Slurm's task plugin wrote its own (implicit) binding into the task's environment.
     let stepenv = STEP_ENV.get().cloned().unwrap_or_default();
+    setenv(sp, task::INHERITED_CPU_BIND, None);
     let typed = stepenv.typed.clone();
     let asked = getopt(sp, 0);
     let argv = argv(sp);
@@ -337,8 +372,13 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         task::Decision::Refuse(why) => refuse(&why),
         task::Decision::Stay => {
             // What binder exports describes one task: never another step's (a batch
-            // script or a task that inherited them from a bound shell).
-            scrub(sp, &[]);
+            // script or a task that inherited them from a bound shell); a wrapper keeps
+            // the enclosing job's name.
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            for stale in binder_host::front::left_alone(binder_host::front::Kind::of_command(&argv))
+            {
+                setenv(sp, stale, None);
+            }
             return 0;
         }
     };

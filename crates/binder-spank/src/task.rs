@@ -89,10 +89,31 @@ pub struct StepEnv {
     pub gpus: Vec<(&'static str, Option<String>)>,
 }
 
+/// The variable srun's side of the plugin sets when the step's `--cpu-bind` is the
+/// enclosing step's, inherited (see [`inherited_cpu_bind`]); never reaches a task.
+pub const INHERITED_CPU_BIND: &str = "BINDER_SLURM_CPU_BIND_INHERITED";
+
+/// Whether srun's `--cpu-bind` is only the `SLURM_CPU_BIND` it inherited from the step it
+/// runs in (SEMANTICS §4.3, nested steps): srun reads that variable as its `--cpu-bind`,
+/// and Slurm's task plugin sets it in every task (`quiet,mask_cpu:0x3` for an implicit
+/// binding), so an `srun` inside `srun --pty bash` would otherwise carry the enclosing
+/// task's binding as one the user typed. `in_step`: srun runs inside a step
+/// (`SLURM_STEP_ID` set); `argv`: srun's own arguments, where a typed `--cpu-bind`
+/// (or an abbreviation `getopt_long` takes, `--cpu-b…`) shows.
+pub fn inherited_cpu_bind(in_step: bool, cpu_bind: Option<&str>, argv: &[String]) -> bool {
+    in_step
+        && cpu_bind.is_some_and(|b| !b.trim().is_empty())
+        && !argv
+            .iter()
+            .skip(1)
+            .any(|a| a.starts_with("--cpu-b") || a.starts_with("--cpu_b"))
+}
+
 impl StepEnv {
     /// Reads the step's environment.
     pub fn read(get: &dyn Fn(&str) -> Option<String>) -> StepEnv {
-        let kind = get("SLURM_CPU_BIND_TYPE");
+        // The enclosing step's binding, inherited by srun, is not one the user typed.
+        let kind = get("SLURM_CPU_BIND_TYPE").filter(|_| get(INHERITED_CPU_BIND).is_none());
         // srun exports SLURM_THREADS_PER_CORE for --hint=nomultithread|compute_bound|
         // memory_bound and --threads-per-core, SLURM_NTASKS_PER_CORE for
         // --ntasks-per-core and --hint=multithread, and then sets the binding to
@@ -425,6 +446,36 @@ mod tests {
             Some("map_cpu:")
         );
         assert_eq!(read(&[]), None);
+    }
+
+    #[test]
+    fn an_inherited_cpu_bind_is_not_typed() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let plain = argv(&["srun", "--overlap", "-n2", "--binder=x", "app"]);
+        // srun inside a step, SLURM_CPU_BIND inherited from its task: not typed.
+        assert!(inherited_cpu_bind(true, Some("quiet,mask_cpu:0x3"), &plain));
+        // Typed (or abbreviated), outside a step, or nothing inherited: as srun says.
+        for typed in ["--cpu-bind=none", "--cpu_bind=cores", "--cpu-b=none"] {
+            let mut a = plain.clone();
+            a.insert(1, typed.to_owned());
+            assert!(
+                !inherited_cpu_bind(true, Some("quiet,mask_cpu:0x3"), &a),
+                "{typed}"
+            );
+        }
+        assert!(!inherited_cpu_bind(
+            false,
+            Some("quiet,mask_cpu:0x3"),
+            &plain
+        ));
+        assert!(!inherited_cpu_bind(true, None, &plain));
+        // The step's environment then reads as untyped.
+        let get = |k: &str| match k {
+            "SLURM_CPU_BIND_TYPE" => Some("mask_cpu:".to_owned()),
+            INHERITED_CPU_BIND => Some("1".to_owned()),
+            _ => None,
+        };
+        assert_eq!(StepEnv::read(&get).typed, None);
     }
 
     #[test]

@@ -62,6 +62,28 @@ impl JobId {
         named_by_launcher(&self.0)
     }
 
+    /// The scheduler allocation this job runs in (SEMANTICS §4.3), as the prefix every
+    /// ledger name of that allocation's jobs starts with: `slurm:812.` for every step of
+    /// Slurm job 812, `flux:` for the jobs of a Flux instance (whose ids name no
+    /// instance; the caller takes only this user's). `None` outside any scheduler.
+    pub fn allocation(&self) -> Option<String> {
+        if let Some(rest) = self.0.strip_prefix("slurm:") {
+            let job = rest.split(['.', '+']).next().unwrap_or("");
+            return (!job.is_empty()).then(|| format!("slurm:{job}."));
+        }
+        self.0.starts_with("flux:").then(|| "flux:".to_owned())
+    }
+
+    /// Whether this job is a scheduler's task of the kind `allocation` names (another
+    /// job's [`JobId::allocation`]): any Slurm step for `slurm:…`, any Flux job for
+    /// `flux:`. Inside a scheduler's allocation those coordinate; a process that is no
+    /// such task steers and never refuses (SEMANTICS §4.3).
+    pub fn of_scheduler(&self, allocation: &str) -> bool {
+        ["slurm:", "flux:"]
+            .into_iter()
+            .any(|k| allocation.starts_with(k) && self.0.starts_with(k))
+    }
+
     /// A distinct job with the same launcher id: a second `binder` of one process group
     /// (or of one Hydra proxy) that is not a rank of the first.
     pub fn instance(&self, pid: u32) -> JobId {
@@ -219,6 +241,16 @@ mod tests {
             job(Some(Launcher::Flux), &[("FLUX_JOB_ID", "ƒABC")]),
             "flux:ƒABC"
         );
+        // The scheduler allocation of each: every step of one Slurm job, a Flux instance.
+        let alloc = |id: &str| JobId(id.into()).allocation();
+        assert_eq!(alloc("slurm:812.3").as_deref(), Some("slurm:812."));
+        assert_eq!(alloc("slurm:812.batch+77").as_deref(), Some("slurm:812."));
+        assert_eq!(alloc("flux:ƒABC.0").as_deref(), Some("flux:"));
+        assert_eq!(alloc("openmpi:x"), None);
+        assert_eq!(alloc("pgid-12"), None);
+        assert!(JobId("slurm:9.0".into()).of_scheduler("slurm:12."));
+        assert!(!JobId("pid:9".into()).of_scheduler("slurm:12."));
+        assert!(!JobId("flux:ƒA".into()).of_scheduler("slurm:12."));
         // Open MPI 4.1 as Debian ships it exports both; the PMIx namespace wins.
         assert_eq!(
             job(

@@ -103,6 +103,9 @@ pub fn launch<F: Front>(
     // A launch reads /proc and the ledger through file descriptors: with `ulimit -n` at a
     // handful it could list neither and plan as if nobody ran (#45). The soft limit is
     // raised for the launch (within the hard one) and given back before the task runs.
+    // A misspelt setting is one line, never silently the default (#54).
+    crate::settings::check(&|k| env.var(k))
+        .map_err(|why| FrontError::<F>::from(super::LaunchError::Setting(why)))?;
     let _files = Files::enough();
     launch_inner(job, env, front, err)
 }
@@ -183,6 +186,7 @@ fn launch_inner<F: Front>(
         Some(id) => {
             let me = crate::procfs::euid();
             let mut scan = others::kernel_scan(&crate::procfs::Real, me);
+            scan.allocation = id.allocation();
             if store::looks_beyond_sight(&get) {
                 crate::ledger::kernel::add_own(&crate::procfs::Real, me, id, &mut scan);
             }

@@ -197,6 +197,9 @@ pub fn claim<'l, P: Planner>(
         original: None,
         warned: Cell::new(false),
         lineage: std::cell::OnceCell::new(),
+        enclosing: env
+            .var("BINDER_JOB")
+            .filter(|j| !j.is_empty() && j.len() <= 256),
     };
     match flow.run(env, planner, err) {
         Ok((view, id)) => Ok(Claimed {
@@ -234,6 +237,11 @@ struct Attempt<'a, 'j> {
     /// This process and its ancestors (`Procs::lineage`), read once when a scan first
     /// finds a holder: what they hold is this task's envelope, not another job's.
     lineage: std::cell::OnceCell<Vec<(u32, u64)>>,
+    /// The job that encloses this one (SEMANTICS §4.3, nested steps): the `BINDER_JOB`
+    /// this task inherited, which an outer binder exported to the shell that started
+    /// this job (`srun --pty bash`, `srun -n1 -c8 bash -c 'srun …'`). Its claims, this
+    /// user's, are this job's envelope, never a competitor.
+    enclosing: Option<String>,
 }
 
 impl Attempt<'_, '_> {
@@ -402,6 +410,7 @@ impl Attempt<'_, '_> {
         err: &mut impl Write,
     ) -> Result<Scan, Stopped<E>> {
         let mut scan = Scan::new(self.ledger.uid());
+        scan.allocation = id.allocation();
         self.ledger
             .scan_own(own, Some(&id.file_part()), self.procs, now, hz, &mut scan);
         self.ledger.scan_others(self.procs, &mut scan);
@@ -440,7 +449,8 @@ impl Attempt<'_, '_> {
         Ok(scan)
     }
 
-    /// Drops the holders that are this process or one of its ancestors: a claim of the
+    /// Drops the holders that are this process or one of its ancestors, or this user's
+    /// claims of the job that encloses this one (the inherited `BINDER_JOB`): a claim of the
     /// task's own process (a plugin bound it before the wrapper ran in it) or of an
     /// enclosing job's process (a bound batch shell, a Flux broker) is the envelope this
     /// task runs in, never a competitor (SEMANTICS §4.2). Costs nothing while nobody
@@ -450,7 +460,11 @@ impl Attempt<'_, '_> {
             return;
         }
         let lineage = self.lineage.get_or_init(|| self.procs.lineage());
-        holders.retain(|h| !lineage.contains(&(h.claim.pid, h.claim.start)));
+        let uid = self.ledger.uid();
+        holders.retain(|h| {
+            !lineage.contains(&(h.claim.pid, h.claim.start))
+                && !encloses(self.enclosing.as_deref(), uid, h)
+        });
     }
 
     /// A fresh plan for job `id` (this rank's view) around what `scan` holds and this
@@ -538,6 +552,13 @@ impl Attempt<'_, '_> {
             let mut again = Scan::new(self.ledger.uid());
             self.ledger.scan_claims_of_others(self.procs, &mut again);
             self.not_mine(&mut again.holders);
+            // Inside a scheduler's allocation, a claim that is no scheduler job's steered
+            // the plan and never moves a placed task (SEMANTICS §4.3).
+            if let Some(allocation) = planned.allocation.as_deref() {
+                again
+                    .holders
+                    .retain(|h| h.claim.job.of_scheduler(allocation));
+            }
             for h in &mut again.holders {
                 if known.contains(&(h.claim.pid, h.claim.start)) {
                     h.claim.gpus.clear();
@@ -550,5 +571,60 @@ impl Attempt<'_, '_> {
                 Verdict::Wait => std::thread::sleep(Duration::from_millis(1)),
             }
         }
+    }
+}
+
+/// Whether holder `h` is a task of the job that encloses this one (`enclosing`, the
+/// `BINDER_JOB` this task inherited) and of this user (`uid`): a step started from inside
+/// another step of the same scheduler job (`srun --overlap` under `srun --pty bash`), or a
+/// job inside an allocation whose shell binder bound. Only this user's own claims are
+/// taken so: a name in one's own environment never makes another user's task invisible.
+fn encloses(enclosing: Option<&str>, uid: u32, h: &ledger::Holder) -> bool {
+    enclosing.is_some_and(|outer| h.owner == uid && h.claim.job.0 == outer)
+}
+
+#[cfg(test)]
+mod enclosing_tests {
+    use super::*;
+    use crate::ledger::Holder;
+
+    fn holder(owner: u32, job: &str) -> Holder {
+        Holder {
+            owner,
+            claim: Claim {
+                format: ledger::FORMAT,
+                job: JobId(job.into()),
+                rank: 0,
+                size: 1,
+                pid: 42,
+                start: 1,
+                cpus: vec![0, 1],
+                gpus: Vec::new(),
+                pack: Packing::Fill,
+                unit: "core".into(),
+                places: 2,
+                pidns: 0,
+            },
+            cpus: vec![0, 1],
+            confirmed: true,
+        }
+    }
+
+    #[test]
+    fn the_enclosing_step_is_the_envelope_not_a_holder() {
+        let outer = holder(1000, "slurm:7.0");
+        assert!(encloses(Some("slurm:7.0"), 1000, &outer));
+        // Another step, another user's claim of that name, or nothing inherited: held.
+        assert!(!encloses(
+            Some("slurm:7.0"),
+            1000,
+            &holder(1000, "slurm:7.1")
+        ));
+        assert!(!encloses(
+            Some("slurm:7.0"),
+            1000,
+            &holder(1001, "slurm:7.0")
+        ));
+        assert!(!encloses(None, 1000, &outer));
     }
 }

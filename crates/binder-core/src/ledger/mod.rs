@@ -267,6 +267,10 @@ pub struct Scan {
     /// GPUs (bus ids) that other users' claims name: a plan avoids them when it can and
     /// the job's allocation does not name them, never refuses for them.
     pub steer_gpus: Vec<String>,
+    /// The scheduler allocation the looking job runs in (`JobId::allocation`: `slurm:J.`,
+    /// `flux:`), `None` outside one. Inside it, what is not of the allocation steers
+    /// and never refuses (SEMANTICS §4.3).
+    pub allocation: Option<String>,
 }
 
 /// The most ignored files a scan keeps to report.
