@@ -23,12 +23,12 @@
 //!   asks for GPUs (binding CPUs never unbinds GPUs), takes the job's cores here from R as
 //!   the envelope (SEMANTICS §4.1), plans the node in `shell.init`, sets each task's
 //!   variables in `task.init` (a task's environment is fixed when it is forked) and binds
-//!   in `task.exec`, in the task's process before exec, through the one launch flow (the
-//!   node ledger claims the task's own PID).
+//!   in `task.exec`, in the task's process before exec, through the front module's one
+//!   plugin launch (`binder_host::front::launch`: the node ledger claims the task's PID).
 //! * **A refusal** (a bad shape, too few free units) writes binder's one `binder:` line
 //!   to the task's stderr and `_exit(125)`s in the task's process: a `task.exec` callback
 //!   that returns -1 does not stop the task (seen on 0.88), and nothing may run unbound. A
-//!   site default that cannot be planned leaves the shell's own affinity on instead.
+//!   site default that cannot be planned gives each task what Flux's affinity would have.
 //!
 //! The FFI is a small hand-kept module ([`ffi`]); `tests/header.rs` compiles it against
 //! the installed headers.
@@ -39,27 +39,35 @@ pub mod ffi;
 pub mod shell;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
+use binder_core::launch::env::refuse_task as refuse;
 use binder_host::around::Refusal;
+use binder_host::front::Kind;
 use ffi::{Plugin, PluginArg, Shell as ShellPtr};
 use shell::{Node, Request, Shell, Site};
-use std::sync::atomic::Ordering;
 
-/// What `shell.init` left for the tasks: the plan, or the refusal every task reports.
-static STATE: Mutex<Option<Result<Shell, String>>> = Mutex::new(None);
-/// A declined site default: what Flux's cpu- and gpu-affinity would have given each
-/// task (the job's CPUs here, `CUDA_VISIBLE_DEVICES`), which binder gives it instead,
-/// since it turned them off before it could know.
-static FALLBACK: Mutex<Option<(Vec<usize>, String)>> = Mutex::new(None);
-/// Whether a job binder leaves to Flux runs the wrapper, which keeps the enclosing job's
-/// name (`BINDER_JOB`) to read.
-static LEFT_TO_WRAPPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// Whether the plugin turned the shell's `gpu-affinity` off (only for a shape that sets
-/// every task's visible devices itself: binding CPUs never unbinds GPUs, SEMANTICS §4.3).
-static GPUS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// The request, from `flux_plugin_init`.
-static REQUEST: Mutex<Option<(Request, Site)>> = Mutex::new(None);
+/// What the plugin knows of this job, from `flux_plugin_init` on.
+enum State {
+    /// binder leaves the job to Flux; `wrapper`: its command is binder's wrapper.
+    Left { wrapper: bool },
+    /// Asked, before `shell.init`; `gpus_off`: the plugin turned gpu-affinity off.
+    Asked(Request, Site, bool),
+    /// The node's plan, made in `shell.init` (boxed: the other states are small).
+    Planned(Box<Shell>),
+    /// The line every task reports; none runs.
+    Refused(String),
+    /// A declined site default: what Flux's affinity would have given each task (the
+    /// job's CPUs here; `CUDA_VISIBLE_DEVICES` where the plugin turned gpu-affinity off).
+    Fallback(Vec<usize>, Option<String>),
+}
+
+static STATE: Mutex<State> = Mutex::new(State::Left { wrapper: false });
+
+/// The state, whatever a panicking holder left.
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A C string Flux returned that the caller frees, as a `String`.
 ///
@@ -78,15 +86,23 @@ unsafe fn take(ptr: *mut c_char) -> Option<String> {
     Some(s)
 }
 
+/// A JSON answer of the shell (`rc` 0 or `ok` its success), taken over.
+///
+/// # Safety
+/// `json` is what the call that returned `rc` wrote: NULL or an owned C string.
+unsafe fn answer(ok: bool, json: *mut c_char) -> Option<String> {
+    // SAFETY: the caller's contract.
+    unsafe { take(json) }.filter(|_| ok)
+}
+
 /// A shell option's JSON, when set.
 fn getopt(shell: ShellPtr, name: &str) -> Option<String> {
     let name = CString::new(name).ok()?;
     let mut json: *mut c_char = std::ptr::null_mut();
     // SAFETY: `shell` is the shell's handle; `json` receives an owned string or NULL.
     let rc = unsafe { ffi::flux_shell_getopt(shell, name.as_ptr(), &mut json) };
-    // SAFETY: owned by us now (or NULL).
-    let value = unsafe { take(json) };
-    (rc == 1).then_some(value).flatten()
+    // SAFETY: what the call wrote.
+    unsafe { answer(rc == 1, json) }
 }
 
 /// A variable of the job's environment.
@@ -94,15 +110,12 @@ fn getenv(shell: ShellPtr, name: &str) -> Option<String> {
     let name = CString::new(name).ok()?;
     // SAFETY: `shell` is the shell's handle; the result is NULL or a string it owns.
     let value = unsafe { ffi::flux_shell_getenv(shell, name.as_ptr()) };
-    if value.is_null() {
-        return None;
-    }
-    // SAFETY: a valid C string owned by the shell, copied at once.
-    Some(
+    (!value.is_null()).then(|| {
+        // SAFETY: not NULL, so a valid C string owned by the shell, copied at once.
         unsafe { CStr::from_ptr(value) }
             .to_string_lossy()
-            .into_owned(),
-    )
+            .into_owned()
+    })
 }
 
 /// The shell's handle of plugin `p`.
@@ -111,12 +124,7 @@ fn shell_of(p: Plugin) -> ShellPtr {
     unsafe { ffi::flux_plugin_get_shell(p) }
 }
 
-/// Writes the one line on stderr.
-fn say(line: &str) {
-    binder_core::text::emit(&mut std::io::stderr(), line);
-}
-
-/// `flux_plugin_init`: reads the request; inert without one.
+/// `flux_plugin_init`: reads the request; binds nothing without one.
 ///
 /// # Safety
 /// Called by flux-shell with a valid plugin handle.
@@ -132,120 +140,57 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
     let conf = unsafe { ffi::flux_plugin_get_conf(p) };
     let conf = (!conf.is_null()).then(|| {
         // SAFETY: not NULL, so a valid C string owned by the plugin.
-        let text = unsafe { CStr::from_ptr(conf) };
-        text.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(conf) }
+            .to_string_lossy()
+            .into_owned()
     });
     let site = match shell::site(conf.as_deref()) {
         Ok(site) => site,
         Err(why) => {
-            say(&why);
+            binder_core::text::emit(&mut std::io::stderr(), &why);
             return -1;
         }
     };
-    let command = job_command(shell);
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    let request = match shell::request_from(&|name| getopt(shell, name), &site, &command) {
-        Ok(Some(request)) => request,
-        // binder leaves the job to Flux: only what an outer binder exported is removed
-        // (an enclosing job's `BINDER_JOB` describes no task of this one).
-        Ok(None) => {
-            let kind = binder_host::front::Kind::of_command(&command);
-            let wrapper = matches!(kind, binder_host::front::Kind::Wrapper(_));
-            LEFT_TO_WRAPPER.store(wrapper, Ordering::Relaxed);
-            return register(p, &[("task.init", scrub_task)]);
-        }
-        Err(why) => {
-            // Reported by every task, which then does not run.
-            *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(why));
-            return register(p, &[("task.exec", task_exec)]);
-        }
-    };
-    // binder binds: the shell's own cpu-affinity would bind first (its `shell.init` runs
-    // before a plugin's). Its gpu-affinity is turned off only for a shape that sets every
-    // task's visible devices itself; a CPU-only shape keeps Flux's GPU binding as Flux
-    // makes it. A site default that cannot be planned stands in for both in `task.*`.
-    let cwd = std::env::current_dir()
-        .ok()
-        .map(|d| d.display().to_string());
-    let gpus =
-        binder_host::front::asks_gpus(&request.shape, cwd.as_deref(), &site.catalog, &|name| {
-            getenv(shell, name)
-        })
-        .unwrap_or(true);
-    GPUS_OFF.store(gpus, Ordering::Relaxed);
-    let off: &[&CStr] = if gpus {
-        &[c"cpu-affinity", c"gpu-affinity"]
-    } else {
-        &[c"cpu-affinity"]
-    };
-    for name in off {
-        // SAFETY: valid handle and C strings; the shell copies the JSON.
-        unsafe { ffi::flux_shell_setopt(shell, name.as_ptr(), c"\"off\"".as_ptr()) };
-    }
-    *REQUEST.lock().unwrap_or_else(|e| e.into_inner()) = Some((request, site));
-    register(
-        p,
-        &[
-            ("shell.init", shell_init),
-            ("task.init", task_init),
-            ("task.exec", task_exec),
-        ],
-    )
-}
-
-/// The job's command, its first two words (`jobspec.tasks[0].command`), from the shell's
-/// info: a Flux broker (`flux alloc`, `flux batch`) is a container, the wrapper binds its
-/// own task.
-fn job_command(shell: ShellPtr) -> Vec<String> {
     let mut json: *mut c_char = std::ptr::null_mut();
     // SAFETY: a valid handle; `json` receives an owned string or NULL.
     let rc = unsafe { ffi::flux_shell_get_info(shell, &mut json) };
-    // SAFETY: owned by us now (or NULL).
-    let json = unsafe { take(json) };
-    json.filter(|_| rc == 0)
-        .map(|j| shell::command_of(&j))
-        .unwrap_or_default()
-}
-
-/// `task.init` of a job binder leaves to Flux: binder's own variables from an outer
-/// binder are removed from the task's command.
-unsafe extern "C" fn scrub_task(
-    p: Plugin,
-    _: *const c_char,
-    _: PluginArg,
-    _: *mut c_void,
-) -> c_int {
-    if let Some((task, _, _)) = current_task(shell_of(p)) {
-        // SAFETY: a valid task in `task.init`.
-        let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
-        let kind = if LEFT_TO_WRAPPER.load(Ordering::Relaxed) {
-            binder_host::front::Kind::Wrapper("binder")
-        } else {
-            binder_host::front::Kind::Task
-        };
-        for stale in binder_host::front::left_alone(kind) {
-            if let Ok(name) = CString::new(stale) {
-                // SAFETY: valid command and C string.
-                unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
+    // SAFETY: what the call wrote.
+    let command = unsafe { answer(rc == 0, json) }.map_or_else(Vec::new, |j| shell::command_of(&j));
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    *state() = match shell::request_from(&|name| getopt(shell, name), &site, &command) {
+        Ok(Some(request)) => {
+            // binder binds: the shell's own cpu-affinity would bind first (its
+            // `shell.init` runs before a plugin's); gpu-affinity is turned off only for a
+            // shape that sets every task's visible devices itself (SEMANTICS §4.3).
+            let cwd = std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string());
+            let get = |name: &str| getenv(shell, name);
+            let gpus =
+                binder_host::front::asks_gpus(&request.shape, cwd.as_deref(), &site.catalog, &get);
+            let gpus_off = gpus.unwrap_or(true);
+            let off: &[&CStr] = if gpus_off {
+                &[c"cpu-affinity", c"gpu-affinity"]
+            } else {
+                &[c"cpu-affinity"]
+            };
+            for name in off {
+                // SAFETY: valid handle and C strings; the shell copies the JSON.
+                unsafe { ffi::flux_shell_setopt(shell, name.as_ptr(), c"\"off\"".as_ptr()) };
             }
+            State::Asked(request, site, gpus_off)
         }
-    }
-    0
-}
-
-/// Unsets binder's variables that `vars` (what binder set for this task) does not set.
-fn scrub(cmd: ffi::Cmd, vars: &[(String, String)]) {
-    for stale in binder_core::launch::env::stale(vars) {
-        if let Ok(name) = CString::new(stale) {
-            // SAFETY: valid command and C string.
-            unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
-        }
-    }
-}
-
-/// Registers each topic's handler.
-fn register(p: Plugin, handlers: &[(&str, ffi::Handler)]) -> c_int {
-    for &(topic, cb) in handlers {
+        // Left to Flux: only what an outer binder exported is removed in `task.init`.
+        Ok(None) => State::Left {
+            wrapper: matches!(Kind::of_command(&command), Kind::Wrapper(_)),
+        },
+        Err(why) => State::Refused(why),
+    };
+    for (topic, cb) in [
+        ("shell.init", shell_init as ffi::Handler),
+        ("task.init", task_init),
+        ("task.exec", task_exec),
+    ] {
         let Ok(topic) = CString::new(topic) else {
             return -1;
         };
@@ -259,17 +204,16 @@ fn register(p: Plugin, handlers: &[(&str, ffi::Handler)]) -> c_int {
 }
 
 /// This shell's node, from its rank info.
-fn node_of(shell: ShellPtr) -> Result<Node, String> {
+fn node_of(shell: ShellPtr) -> Result<Node, Refusal> {
     let mut json: *mut c_char = std::ptr::null_mut();
     // SAFETY: a valid handle; -1 is this shell's rank; `json` receives an owned string.
     let rc = unsafe { ffi::flux_shell_get_rank_info(shell, -1, &mut json) };
-    // SAFETY: owned by us now (or NULL).
-    let json = unsafe { take(json) };
-    let json = json
-        .filter(|_| rc == 0)
-        .ok_or("the shell gave no rank info")?;
-    let jobid = getenv(shell, "FLUX_JOB_ID").ok_or("the job has no FLUX_JOB_ID")?;
-    let mut node = Node::from_rank_info(jobid, &json)?;
+    // SAFETY: what the call wrote.
+    let json = unsafe { answer(rc == 0, json) }
+        .ok_or_else(|| Refusal("the shell gave no rank info".into()))?;
+    let jobid =
+        getenv(shell, "FLUX_JOB_ID").ok_or_else(|| Refusal("the job has no FLUX_JOB_ID".into()))?;
+    let mut node = Node::from_rank_info(jobid, &json).map_err(Refusal)?;
     // The shell runs with its broker's binding (the plugin turned the shell's own
     // cpu-affinity off before it could bind the shell): the instance's CPUs.
     node.instance = binder_core::procfs::affinity(None);
@@ -284,7 +228,13 @@ unsafe extern "C" fn shell_init(
     _: *mut c_void,
 ) -> c_int {
     let shell = shell_of(p);
-    let Some((request, site)) = REQUEST.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+    let mut state = state();
+    if !matches!(*state, State::Asked(..)) {
+        return 0;
+    }
+    let State::Asked(request, site, gpus_off) =
+        std::mem::replace(&mut *state, State::Left { wrapper: false })
+    else {
         return 0;
     };
     let get = |name: &str| getenv(shell, name);
@@ -293,9 +243,8 @@ unsafe extern "C" fn shell_init(
         .map(|d| d.display().to_string());
     let site_default = request.site_default;
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let node = node_of(shell).map_err(Refusal)?;
         Shell::prepare(
-            node,
+            node_of(shell)?,
             request,
             &site,
             &get,
@@ -303,35 +252,20 @@ unsafe extern "C" fn shell_init(
             &mut std::io::stderr(),
         )
     }));
-    let state = match prepared {
-        Ok(Ok(shell)) => Ok(shell),
-        // A site default that cannot be planned: the shell's own affinity, with one line.
-        // Flux's affinity plugins have run (turned off) by now: binder gives each task
-        // what they would have, the job's cores and GPUs here.
-        Ok(Err(Refusal(why))) if site_default => {
-            let fallback = node_of(shell)
-                .map_err(Refusal)
-                .and_then(|node| Ok((shell::job_cpus(&node)?, shell::job_gpus(&node))));
-            return match fallback {
-                Ok(fallback) => {
-                    binder_host::front::declined(
-                        &mut std::io::stderr(),
-                        &why,
-                        "the job's cores and GPUs stand, as Flux's own affinity gives them",
-                    );
-                    *FALLBACK.lock().unwrap_or_else(|e| e.into_inner()) = Some(fallback);
-                    0
-                }
-                Err(Refusal(also)) => {
-                    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(format!("the site's default shape is not used for this job ({why}), and the job's own cores cannot be found ({also})")));
-                    0
-                }
-            };
-        }
-        Ok(Err(Refusal(why))) => Err(why),
-        Err(_) => Err("internal error while planning this job (a bug: please report it)".into()),
+    *state = match prepared {
+        Ok(Ok(shell)) => State::Planned(Box::new(shell)),
+        // A site default that cannot be planned: what Flux's affinity (turned off by now)
+        // would have given each task, the job's cores and GPUs here, with one line.
+        Ok(Err(Refusal(why))) if site_default => match node_of(shell).and_then(|n| Ok((shell::job_cpus(&n)?, shell::job_gpus(&n)))) {
+            Ok((cpus, gpus)) => {
+                binder_host::front::declined(&mut std::io::stderr(), &why, "the job's cores and GPUs stand, as Flux's own affinity gives them");
+                State::Fallback(cpus, gpus_off.then_some(gpus))
+            }
+            Err(Refusal(also)) => State::Refused(format!("the site's default shape is not used for this job ({why}), and the job's own cores cannot be found ({also})")),
+        },
+        Ok(Err(Refusal(why))) => State::Refused(why),
+        Err(_) => State::Refused("internal error while planning this job (a bug: please report it)".into()),
     };
-    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(state);
     0
 }
 
@@ -345,9 +279,8 @@ fn current_task(shell: ShellPtr) -> Option<(ffi::Task, usize, Option<usize>)> {
     let mut json: *mut c_char = std::ptr::null_mut();
     // SAFETY: a valid task; `json` receives an owned string.
     let rc = unsafe { ffi::flux_shell_task_get_info(task, &mut json) };
-    // SAFETY: owned by us now (or NULL).
-    let json = unsafe { take(json) }.filter(|_| rc == 0)?;
-    let info: serde_json::Value = serde_json::from_str(&json).ok()?;
+    // SAFETY: what the call wrote.
+    let info: serde_json::Value = serde_json::from_str(&unsafe { answer(rc == 0, json) }?).ok()?;
     let local = usize::try_from(info.get("localid")?.as_u64()?).ok()?;
     let rank = info
         .get("rank")
@@ -356,28 +289,39 @@ fn current_task(shell: ShellPtr) -> Option<(ffi::Task, usize, Option<usize>)> {
     Some((task, local, rank))
 }
 
-/// `task.init`: the task's variables, on its command.
+/// `task.init`: the task's variables, on its command; binder's own stale ones removed.
 unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mut c_void) -> c_int {
     let shell = shell_of(p);
     let Some((task, local, rank)) = current_task(shell) else {
         return 0;
     };
-    let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    let get = |name: &str| getenv(shell, name);
     // SAFETY: a valid task in `task.init`.
     let cmd = unsafe { ffi::flux_shell_task_cmd(task) };
-    let vars = match state.as_ref() {
-        Some(Ok(prepared)) => match prepared.task_env(local, rank, &get, &mut std::io::stderr()) {
-            Ok(vars) => vars,
-            Err(_) => return 0, // task.exec reports it, and the task does not run
-        },
-        _ => match FALLBACK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            // What Flux's gpu-affinity would have exported, where binder turned it off.
-            Some((_, gpus)) if GPUS_OFF.load(Ordering::Relaxed) => {
-                vec![("CUDA_VISIBLE_DEVICES".to_owned(), gpus.clone())]
+    let unset = |names: &mut dyn Iterator<Item = &'static str>| {
+        for name in names.filter_map(|n| CString::new(n).ok()) {
+            // SAFETY: valid command and C string.
+            unsafe { ffi::flux_cmd_unsetenv(cmd, name.as_ptr()) };
+        }
+    };
+    let vars = match &*state() {
+        State::Left { wrapper } => {
+            let kind = if *wrapper {
+                Kind::Wrapper("binder")
+            } else {
+                Kind::Task
+            };
+            unset(&mut binder_host::front::left_alone(kind));
+            return 0;
+        }
+        State::Planned(prepared) => {
+            match prepared.task_env(local, rank, &|n| getenv(shell, n), &mut std::io::stderr()) {
+                Ok(vars) => vars,
+                Err(_) => return 0, // task.exec reports it, and the task does not run
             }
-            _ => Vec::new(),
-        },
+        }
+        State::Fallback(_, Some(gpus)) => vec![("CUDA_VISIBLE_DEVICES".to_owned(), gpus.clone())],
+        State::Fallback(_, None) => Vec::new(),
+        State::Asked(..) | State::Refused(_) => return 0,
     };
     for (name, value) in &vars {
         let (Ok(name), Ok(value)) = (CString::new(name.as_str()), CString::new(value.as_str()))
@@ -388,29 +332,26 @@ unsafe extern "C" fn task_init(p: Plugin, _: *const c_char, _: PluginArg, _: *mu
         unsafe { ffi::flux_cmd_setenvf(cmd, 1, name.as_ptr(), c"%s".as_ptr(), value.as_ptr()) };
     }
     // What binder did not set this time must not reach the task from an outer binder.
-    scrub(cmd, &vars);
+    unset(&mut binder_core::launch::env::stale(&vars));
     0
 }
-
-use binder_core::launch::env::refuse_task as refuse;
 
 /// `task.exec`: in the task's process, before exec: bind, or refuse.
 unsafe extern "C" fn task_exec(p: Plugin, _: *const c_char, _: PluginArg, _: *mut c_void) -> c_int {
     let shell = shell_of(p);
-    let state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    let prepared = match state.as_ref() {
-        None => {
-            if let Some((cpus, _)) = FALLBACK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                if let Err(e) = binder_core::launch::affinity::bind_cpus_raw(cpus) {
-                    refuse(&format!(
-                        "cannot bind to the job's cores as Flux would have: {e}"
-                    ));
-                }
+    let state = state();
+    let prepared = match &*state {
+        State::Planned(prepared) => prepared,
+        State::Refused(why) => refuse(why),
+        State::Fallback(cpus, _) => {
+            if let Err(e) = binder_core::launch::affinity::bind_cpus_raw(cpus) {
+                refuse(&format!(
+                    "cannot bind to the job's cores as Flux would have: {e}"
+                ));
             }
             return 0;
         }
-        Some(Err(why)) => refuse(why),
-        Some(Ok(prepared)) => prepared,
+        State::Left { .. } | State::Asked(..) => return 0,
     };
     let Some((_, local, rank)) = current_task(shell) else {
         refuse("the job shell gave no current task; binder cannot place it");

@@ -18,18 +18,9 @@ use std::io::Write;
 
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
-use binder_core::launch::flow::{self, Front};
-use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
-use binder_core::launch::line::{JobKey, Requests};
-use binder_core::launch::Options;
-use binder_core::ledger::Scan;
-use binder_core::view::TaskView;
-use binder_host::around::{HostPlanner, Refusal};
-use binder_host::front::{Ask, Decision, JobShape, Kind};
-use binder_plan::gpu::Grant;
-use binder_plan::shape::{GpuIds, Shape};
-use binder_plan::topology::{Source, Topology};
-use binder_plan::PlanError;
+use binder_core::launch::ledgered::Planned;
+use binder_host::around::Refusal;
+use binder_host::front::{JobShape, Kind, Planning, TaskLaunch};
 
 /// The catalog a name without `/` or `.yaml` is looked up in, unless the plugin's
 /// configuration names another (the one path every front uses).
@@ -63,100 +54,6 @@ pub fn command_of(info: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A shell option's value as a switch (`-o binder-report`, `=1`, `=true`, `=off`, …):
-/// the one list of on and off words every front takes; any other value is one line.
-fn flag(name: &str, value: &serde_json::Value) -> Result<bool, String> {
-    let text = match value {
-        serde_json::Value::Bool(b) => b.to_string(),
-        serde_json::Value::Number(n) => n.to_string(),
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        other => other.to_string(),
-    };
-    binder_core::launch::line::switch(name, Some(&text))
-}
-
-/// The request from the shell options: `binder` is `SHAPE`, an off word, or an object
-/// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
-/// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the job
-/// set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to; `kind`:
-/// what the job runs (a Flux broker is a container a default never binds). The decision
-/// is the front module's ([`binder_host::front::Ask::decide`]).
-pub fn request_of(
-    binder: Option<&serde_json::Value>,
-    report: Option<&serde_json::Value>,
-    verbose: Option<&serde_json::Value>,
-    site: &Site,
-    affinity_typed: bool,
-    kind: Kind<'_>,
-) -> Result<Option<Request>, String> {
-    let mut report = report.map_or(Ok(false), |v| flag("-o binder-report", v))?;
-    let mut verbose = verbose.map_or(Ok(false), |v| flag("-o binder-verbose", v))?;
-    let shape = match binder {
-        None => None,
-        Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
-            return Err("-o binder= names no shape; give -o binder=SHAPE (a file or a catalog name), or -o binder=off".into())
-        }
-        Some(serde_json::Value::String(s)) => Some(s.clone()),
-        Some(serde_json::Value::Object(o)) => {
-            // Every key is binder's to read: a misspelt one is said, not ignored.
-            let known = ["shape", "report", "verbose"];
-            for (key, value) in o {
-                if !known.contains(&key.as_str()) {
-                    let near = binder_core::text::suggestion(key, &known)
-                        .map(|k| format!(" (did you mean binder.{k}?)"))
-                        .unwrap_or_default();
-                    return Err(format!(
-                        "-o binder.{} is not an option of binder's{near}; it takes binder.shape=SHAPE, binder.report and binder.verbose",
-                        binder_core::text::printable(key, 40)
-                    ));
-                }
-                match key.as_str() {
-                    "shape" if !value.is_string() => {
-                        return Err(format!(
-                            "-o binder.shape={} is not a shape; give a file or a catalog name",
-                            binder_core::text::printable(&value.to_string(), 60)
-                        ))
-                    }
-                    "report" => report |= flag("-o binder.report", value)?,
-                    "verbose" => verbose |= flag("-o binder.verbose", value)?,
-                    _ => {}
-                }
-            }
-            let shape = o.get("shape").and_then(|s| s.as_str()).map(str::to_owned);
-            // `-o binder={}` (or flags alone) with no default to apply them to would do
-            // nothing: said, never silently unbound.
-            if shape.is_none() && site.default_shape().is_none() {
-                return Err(format!(
-                    "-o binder={} names no shape, and this site has no default; give -o binder=SHAPE (or binder.shape=SHAPE), a file or a catalog name",
-                    binder_core::text::printable(&serde_json::Value::Object(o.clone()).to_string(), 60)
-                ));
-            }
-            shape
-        }
-        Some(other) => {
-            return Err(format!(
-                "-o binder={} is not a shape; give -o binder=SHAPE (a file or a catalog name)",
-                binder_core::text::printable(&other.to_string(), 60)
-            ))
-        }
-    };
-    let ask = Ask {
-        option: "-o binder",
-        asked: shape.as_deref(),
-        default: site.default_shape(),
-        launcher_binds: affinity_typed,
-        kind,
-        report,
-        verbose,
-    };
-    match ask.decide() {
-        Decision::Bind(request) => Ok(Some(request)),
-        Decision::Stay => Ok(None),
-        Decision::Refuse(line) => Err(line),
-    }
 }
 
 /// An RFC 22 idset (`0-3,5`), at most [`binder_core::identity::MAX_LOCAL_SIZE`] members.
@@ -272,16 +169,10 @@ pub struct Shell {
     pub node: Node,
     /// The request.
     pub request: Request,
-    /// The shape's path, for messages.
-    pub origin: String,
-    /// The shape, parsed.
-    pub shape: Shape,
-    /// The key the plan is found by (the cache's and the ledger's).
-    pub text: JobKey,
+    /// The shape, its key and the GPUs the job may have here.
+    pub planning: Planning,
     /// The job's allocation here.
     pub envelope: Envelope,
-    /// The GPUs the job may have here.
-    pub grant: Grant,
     /// Every local task's view and the job's packing policy.
     pub planned: Planned,
 }
@@ -297,25 +188,15 @@ impl Shell {
         cwd: Option<&str>,
         err: &mut impl Write,
     ) -> Result<Shell, Refusal> {
-        let JobShape {
-            origin,
-            text,
-            shape,
-            site: site_file,
-        } = JobShape::read(&request.shape, cwd, &site.catalog, get)?;
+        let shape = JobShape::read(&request.shape, cwd, &site.catalog, get)?;
         // R's GPUs, in the numbering the shell's gpu-affinity would have exported them.
-        let gpus = node
-            .gpus
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let gpus = job_gpus(&node);
         let grant_env = |k: &str| match k {
-            "CUDA_VISIBLE_DEVICES" if !gpus.is_empty() && get(k).is_none() => Some(gpus.clone()),
+            "CUDA_VISIBLE_DEVICES" if !node.gpus.is_empty() && get(k).is_none() => {
+                Some(gpus.clone())
+            }
             _ => get(k),
         };
-        let grant =
-            Grant::from_env(&grant_env).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
         // R names cores by the instance's logical index (its topology is restricted to
         // its broker's binding); the planner resolves them with the topology only when it
         // plans (a node cache hit loads no hwloc at all).
@@ -324,42 +205,25 @@ impl Shell {
             node.instance.clone(),
             "Flux's R for this node",
         );
-        let key = JobKey::new(
-            &text,
-            &Requests::default(),
-            site_file.as_ref().map(|(_, t)| t.as_str()),
-            &grant_env,
-            &envelope,
-        );
-        let identity = node.identity(0, None);
+        let planning = Planning::new(shape, &envelope, &grant_env);
         if request.verbose {
             binder_core::text::emit(err, &envelope.describe());
         }
-        let mut job = Job::new(&origin, &key, &identity, &envelope);
-        job.verbose = request.verbose;
-        let loader = Box::new(|s: &Shape| load_host(s));
-        let mut planner: HostPlanner<'_, Refusal> =
-            HostPlanner::new(&shape, grant.clone(), get, loader);
-        let planned = planner.plain(&job, err)?;
-        drop(planner);
+        let planned = planning.plan_node(
+            &node.identity(0, None),
+            &envelope,
+            &request,
+            get,
+            WHOSE,
+            err,
+        )?;
         Ok(Shell {
             node,
             request,
-            origin,
-            shape,
-            text: key,
+            planning,
             envelope,
-            grant,
             planned,
         })
-    }
-
-    /// Local task `local`'s view.
-    fn view(&self, local: usize) -> Result<&TaskView, Refusal> {
-        self.planned
-            .0
-            .get(local)
-            .ok_or_else(|| Refusal(format!("the plan has no local task {local}")))
     }
 
     /// The variables of local task `local` (job-wide `rank`), to set on its command in
@@ -371,28 +235,28 @@ impl Shell {
         get: &dyn Fn(&str) -> Option<String>,
         err: &mut impl Write,
     ) -> Result<Vec<(String, String)>, Refusal> {
-        let view = self.view(local)?;
+        let view = self
+            .planned
+            .0
+            .get(local)
+            .ok_or_else(|| Refusal(format!("the plan has no local task {local}")))?;
         let identity = self.node.identity(local, rank);
-        let mut options = self.options(view, None, get);
         // The report line is the bind's, in the task's own process.
-        options.report = false;
-        options.verbose = false;
+        let quiet = Request {
+            report: false,
+            verbose: false,
+            ..self.request.clone()
+        };
+        let options = binder_host::front::task_options(view, &quiet, None, get);
         let mut vars = binder_core::launch::finish(view, &identity, &options, err)?;
         vars.push(("BINDER_JOB".into(), self.node.job_id()));
         Ok(vars)
     }
 
-    fn options<'o>(
-        &self,
-        view: &TaskView,
-        started_on: Option<&'o [usize]>,
-        get: &'o dyn Fn(&str) -> Option<String>,
-    ) -> Options<'o> {
-        binder_host::front::task_options(view, &self.request, started_on, get)
-    }
-
     /// Binds this process (task `local`, forked, about to exec) through the one launch
-    /// flow: the node ledger, then the kernel (hwloc for `membind`).
+    /// flow with the shell's plan: the node ledger, then the kernel (hwloc for
+    /// `membind`); a task binder leaves unbound keeps the job's cores here, as Flux's
+    /// cpu-affinity (which the plugin turned off) would have bound it.
     pub fn bind(
         &self,
         local: usize,
@@ -405,26 +269,30 @@ impl Shell {
             get,
             node: &self.node,
         };
-        let mut job = Job::new(&self.origin, &self.text, &identity, &self.envelope);
-        job.verbose = self.request.verbose;
-        let loader = Box::new(|s: &Shape| load_host(s));
-        let mut front = Task {
-            shell: self,
-            planner: HostPlanner::new(&self.shape, self.grant.clone(), get, loader),
+        let unbound = || job_cpus(&self.node);
+        let task = TaskLaunch {
+            planning: &self.planning,
             identity: &identity,
+            envelope: &self.envelope,
+            request: &self.request,
             get,
+            whose: WHOSE,
+            planned: Some(&self.planned),
+            unbound: Some(&unbound),
         };
-        flow::launch(&job, &env, &mut front, err).map(|_| ())
+        binder_host::front::launch(&task, &env, err).map(|_| ())
     }
 }
+
+/// Whose environment hwloc's variables come from, for a refusal.
+const WHOSE: &str = "the job shell's";
 
 /// The job's CPUs on this node (OS numbers): R's cores, resolved through the instance's
 /// numbering (SEMANTICS §4.2) on this host's topology. What Flux's own `cpu-affinity`
 /// binds a task to, and so what a task binder leaves unbound keeps (`bind: none`, a
 /// declined site default).
 pub fn job_cpus(node: &Node) -> Result<Vec<usize>, Refusal> {
-    let t = binder_host::load(&Source::Host, false).map_err(PlanError::from)?;
-    Ok(t.cores_pus(&node.cores, node.instance.as_deref()))
+    binder_host::front::cores_cpus(&node.cores, node.instance.as_deref())
 }
 
 /// What Flux's `gpu-affinity` would have exported: R's GPUs here, or `-1` for none.
@@ -434,88 +302,6 @@ pub fn job_gpus(node: &Node) -> String {
     }
     let ids: Vec<String> = node.gpus.iter().map(ToString::to_string).collect();
     ids.join(",")
-}
-
-/// This host's topology, refused when hwloc describes another machine.
-fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
-    binder_host::plugin_host(shape, "the job shell's")
-}
-
-/// One task's front on the launch flow: the shell's plan, a real re-plan around other
-/// jobs, and the binding in the task's process.
-struct Task<'a> {
-    shell: &'a Shell,
-    planner: HostPlanner<'a, Refusal>,
-    identity: &'a Identity,
-    get: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl Planner for Task<'_> {
-    type Error = Refusal;
-
-    /// The shell's plan, made once for all its tasks.
-    fn plain(&mut self, _: &Job<'_>, _: &mut impl Write) -> Result<Planned, Refusal> {
-        Ok(self.shell.planned.clone())
-    }
-
-    fn around(
-        &mut self,
-        job: &Job<'_>,
-        scan: &Scan,
-        avoid: &Avoid,
-        err: &mut impl Write,
-    ) -> Result<Planned, Refusal> {
-        self.planner.around(job, scan, avoid, err)
-    }
-
-    fn shares(&self) -> bool {
-        self.shell.shape.options.share
-    }
-}
-
-impl<'a> Front for Task<'a> {
-    /// The shell's own plan, with a real re-plan around other jobs: this type itself.
-    type Planner = Self;
-
-    fn planner(&mut self) -> &mut Self {
-        self
-    }
-
-    fn bind(
-        &mut self,
-        view: &TaskView,
-        started_on: Option<&[usize]>,
-        err: &mut impl Write,
-    ) -> Result<Vec<(String, String)>, Refusal> {
-        let planned = self.shell.view(self.identity.rank)?;
-        if view.cpus != planned.cpus || view.gpus != planned.gpus {
-            return Err(Refusal(format!(
-                "another job took this task's units (cpus {}) between the job shell's plan and the task's start, and its variables are already set; run the job again",
-                binder_core::cpulist::cpu_list(&planned.cpus)
-            )));
-        }
-        let options = self.shell.options(view, started_on, self.get);
-        let topology = if view.membind.is_some() {
-            Some(load_host(&self.shell.shape)?)
-        } else {
-            None
-        };
-        // `bind: none`: the job's cores, as Flux's cpu-affinity (which the plugin turned
-        // off) would have bound it, never the whole node.
-        if !view.is_bound() {
-            let cpus = job_cpus(&self.shell.node)?;
-            if !cpus.is_empty() {
-                binder_core::launch::affinity::bind_cpus_raw(&cpus)?;
-            }
-        }
-        Ok(binder_host::hostbind::prepare(
-            view,
-            topology.as_ref(),
-            self.identity,
-            &options,
-            err,
-        )?)
-    }
 }
 
 /// The shell options binder reads, by name.
@@ -545,7 +331,7 @@ pub fn request_from(
         })
         .collect();
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
-    request_of(
+    binder_host::front::request_from_json(
         opts.get("binder"),
         opts.get("binder-report"),
         opts.get("binder-verbose"),

@@ -75,17 +75,6 @@ const fn decimal(text: &str) -> u32 {
     value
 }
 
-/// hwloc's variables that change what it discovers, taken from the job's environment.
-const HWLOC_VARS: [&str; 7] = [
-    "HWLOC_XMLFILE",
-    "HWLOC_SYNTHETIC",
-    "HWLOC_THISSYSTEM",
-    "HWLOC_FSROOT",
-    "HWLOC_CPUID_PATH",
-    "HWLOC_ALLOW",
-    "HWLOC_COMPONENTS",
-];
-
 /// The catalog a bare shape name is looked up in (the one path every front uses).
 pub const CATALOG: &str = binder_core::launch::line::CATALOG;
 
@@ -403,15 +392,9 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     // The job's GPUs on this node are the step's, never one task's visible devices.
     let get = |name: &str| stepenv.gpu_var(name).unwrap_or_else(|| getenv(sp, name));
     // hwloc reads its variables from this process's environment, which is slurmstepd's;
-    // the job's (`HWLOC_XMLFILE`, `HWLOC_THISSYSTEM`, …) are what `srun binder` would
-    // see, so they are copied in. This process is the task's, one thread, about to exec
-    // with the job's environment (not this one).
-    for name in HWLOC_VARS {
-        match get(name) {
-            Some(value) => std::env::set_var(name, value),
-            None => std::env::remove_var(name),
-        }
-    }
+    // the job's are what `srun binder` would see. This process is the task's, one thread,
+    // about to exec with the job's environment (not this one).
+    binder_host::front::adopt_hwloc_env(&get);
     let cwd = std::env::current_dir()
         .ok()
         .filter(|d| d.join(&request.shape).is_file())

@@ -11,14 +11,8 @@ pub use binder_core::launch::line::shape_path;
 
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
-use binder_core::launch::flow::Front;
-use binder_core::launch::ledgered::Job;
-use binder_core::launch::line::{JobKey, Requests};
-use binder_core::view::TaskView;
-use binder_host::around::{HostPlanner, Refusal};
-use binder_plan::gpu::Grant;
-use binder_plan::shape::{GpuIds, Shape};
-use binder_plan::topology::Topology;
+use binder_host::around::Refusal;
+use binder_host::front::{Planning, TaskLaunch};
 
 use binder_host::front::{Ask, JobShape, Kind};
 pub use binder_host::front::{Decision, Request};
@@ -224,14 +218,9 @@ pub fn slurm_binds_too(typed: Option<&str>) -> Option<Refusal> {
     )))
 }
 
-/// This host's topology for planning, refused when hwloc describes another machine.
-fn load_host(shape: &Shape) -> Result<Topology, Refusal> {
-    binder_host::plugin_host(shape, "slurmstepd's")
-}
-
-/// Plans, claims and binds this process (the task, before exec) as `request` asks; the
-/// variables to set in the task's environment. `err` gets `--binder-report` and
-/// `--binder-verbose` lines and warnings.
+/// Plans, claims and binds this process (the task, before exec) as `request` asks, through
+/// the front module's one plugin launch; the variables to set in the task's environment.
+/// `err` gets `--binder-report` and `--binder-verbose` lines and warnings.
 pub fn bind(
     request: &Request,
     path: &Path,
@@ -244,89 +233,22 @@ pub fn bind(
         return Err(refusal);
     }
     let identity = items.identity();
-    let JobShape {
-        origin,
-        text,
-        shape,
-        site,
-    } = JobShape::at(path, get)?;
     let envelope = Envelope::here(&identity, get);
-    let key = JobKey::new(
-        &text,
-        &Requests::default(),
-        site.as_ref().map(|(_, t)| t.as_str()),
-        get,
-        &envelope,
-    );
+    let planning = Planning::new(JobShape::at(path, get)?, &envelope, get);
     if request.verbose {
         binder_core::text::emit(err, &envelope.describe());
     }
-    let grant = Grant::from_env(get).by_uuid(shape.options.gpu_ids == Some(GpuIds::Uuid));
-    let env = SpankEnv { get, items };
-    let mut job = Job::new(&origin, &key, &identity, &envelope);
-    job.verbose = request.verbose;
-    let loader = Box::new(|s: &Shape| load_host(s));
-    let mut front = Spank {
-        planner: HostPlanner::new(&shape, grant, get, loader),
-        shape: &shape,
+    let task = TaskLaunch {
+        planning: &planning,
         identity: &identity,
+        envelope: &envelope,
         request,
         get,
+        whose: "slurmstepd's",
+        planned: None,
+        unbound: None,
     };
-    binder_core::launch::flow::launch(&job, &env, &mut front, err)
-}
-
-/// The plugin's front on the one launch flow: binder's host planner, and binding inside
-/// slurmstepd's forked task (the kernel for CPUs, hwloc for `membind`); the task's
-/// variables go back to Slurm through `spank_setenv`.
-struct Spank<'a> {
-    planner: HostPlanner<'a, Refusal>,
-    shape: &'a Shape,
-    identity: &'a Identity,
-    request: &'a Request,
-    get: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl<'a> Front for Spank<'a> {
-    type Planner = HostPlanner<'a, Refusal>;
-
-    fn planner(&mut self) -> &mut Self::Planner {
-        &mut self.planner
-    }
-
-    fn bind(
-        &mut self,
-        view: &TaskView,
-        started_on: Option<&[usize]>,
-        err: &mut impl Write,
-    ) -> Result<Vec<(String, String)>, Refusal> {
-        let topology = topology_for(view, &mut self.planner, self.shape)?;
-        let options = binder_host::front::task_options(view, self.request, started_on, self.get);
-        Ok(binder_host::hostbind::prepare(
-            view,
-            topology.as_ref(),
-            self.identity,
-            &options,
-            err,
-        )?)
-    }
-}
-
-/// The topology a view's binding needs: hwloc's, for `membind` (memory is bound through
-/// hwloc, as `binder` does) or `--binder-verbose`'s note on an inherited binding; `None`
-/// otherwise (the kernel's `sched_setaffinity` binds CPUs without it).
-fn topology_for(
-    view: &TaskView,
-    planner: &mut HostPlanner<'_, Refusal>,
-    shape: &Shape,
-) -> Result<Option<Topology>, Refusal> {
-    if view.membind.is_none() {
-        return Ok(None);
-    }
-    match planner.topology.take() {
-        Some(t) => Ok(Some(t)),
-        None => load_host(shape).map(Some),
-    }
+    binder_host::front::launch(&task, &SpankEnv { get, items }, err)
 }
 
 #[cfg(test)]

@@ -15,15 +15,16 @@
 //! * [`task_options`]: the launch options of a task a plugin binds, built in one place.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use binder_core::launch::line::{is_off, shape_path, site_text, CATALOG};
-use binder_core::launch::Options;
-use binder_core::view::TaskView;
-use binder_plan::shape::Shape;
-use binder_plan::PlanError;
+use binder_core::launch::line::{is_off, CATALOG};
 
-use crate::around::Refusal;
+mod options;
+mod task;
+pub use options::request_from_json;
+pub use task::{
+    adopt_hwloc_env, asks_gpus, cores_cpus, launch, task_options, JobShape, Planning, TaskLaunch,
+};
 
 /// A plugin's site configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -201,90 +202,6 @@ impl Ask<'_> {
                 .filter(|d| !is_off(d))
                 .map_or(Decision::Stay, |d| bind(d, true)),
         }
-    }
-}
-
-/// A job's shape as a plugin reads it: the file a request names, its text (the key's),
-/// the shape with the site file's reservation in front, and the site file.
-#[derive(Debug, Clone)]
-pub struct JobShape {
-    /// The shape file's path, printable, for messages.
-    pub origin: String,
-    /// The shape file's bytes as text.
-    pub text: String,
-    /// The shape, with the site's reservation.
-    pub shape: Shape,
-    /// The site file's path and text, when there is one.
-    pub site: Option<(String, String)>,
-}
-
-impl JobShape {
-    /// Reads the shape `name` (relative to `cwd`, the job's working directory, or a
-    /// catalog name in `catalog`) and the site file the job's environment `get` names.
-    pub fn read(
-        name: &str,
-        cwd: Option<&str>,
-        catalog: &Path,
-        get: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<JobShape, Refusal> {
-        let path = shape_path(name, cwd, catalog);
-        JobShape::at(&path, get)
-    }
-
-    /// Reads the shape file at `path` and the site file.
-    pub fn at(path: &Path, get: &dyn Fn(&str) -> Option<String>) -> Result<JobShape, Refusal> {
-        let origin = binder_core::text::printable(&path.display().to_string(), 200);
-        let text = crate::shape_text(path)?;
-        let site = site_text(get).map_err(|(what, why)| Refusal(format!("{what}: {why}")))?;
-        let mut shape = Shape::from_yaml(&text, &origin)?;
-        binder_plan::ge::reserve::add_site(&mut shape, site.as_ref()).map_err(PlanError::from)?;
-        Ok(JobShape {
-            origin,
-            text,
-            shape,
-            site,
-        })
-    }
-
-    /// The site file's text, for the plan's key.
-    pub fn site_text(&self) -> Option<&str> {
-        self.site.as_ref().map(|(_, t)| t.as_str())
-    }
-}
-
-/// Whether the shape `name` asks for GPUs, read as [`JobShape::read`] reads it; `None`
-/// when it cannot be read (the refusal comes when the job is planned). A plugin turns the
-/// launcher's GPU binding off only for a shape that sets every task's visible devices
-/// itself (SEMANTICS §4.3: binding CPUs never unbinds GPUs).
-pub fn asks_gpus(
-    name: &str,
-    cwd: Option<&str>,
-    catalog: &Path,
-    get: &dyn Fn(&str) -> Option<String>,
-) -> Option<bool> {
-    JobShape::read(name, cwd, catalog, get)
-        .ok()
-        .map(|s| s.shape.needs_gpus())
-}
-
-/// The launch options of a task a plugin binds (the one place they are built): the
-/// view's OpenMP and memory policy, the request's report and verbose flags, the affinity
-/// the ledger bound it with, and the job's environment it inherits.
-pub fn task_options<'o>(
-    view: &TaskView,
-    request: &Request,
-    started_on: Option<&'o [usize]>,
-    inherited: &'o dyn Fn(&str) -> Option<String>,
-) -> Options<'o> {
-    Options {
-        command: &[],
-        openmp: view.openmp,
-        membind: view.membind,
-        report: request.report,
-        verbose: request.verbose,
-        scrub: &[],
-        started_on,
-        inherited,
     }
 }
 
