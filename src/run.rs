@@ -58,16 +58,14 @@ pub(crate) fn launch_options<'a>(
     command: &'a [std::ffi::OsString],
     scrub: &'a [&'static str],
 ) -> launch::Options<'a> {
-    launch::Options {
-        command,
-        openmp: view.openmp,
-        membind: view.membind,
-        report: config.report,
-        verbose: config.verbose,
-        scrub,
-        started_on: None,
-        inherited: &launch::process_env,
-    }
+    launch::Options::for_view(
+        view,
+        config.report,
+        config.verbose,
+        None,
+        &launch::process_env,
+    )
+    .running(command, scrub)
 }
 
 /// The shape file's bytes and where they came from (`--ge` alone: no file).

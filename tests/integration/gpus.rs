@@ -307,17 +307,15 @@ fn launch_child() {
             .iter()
             .map(Into::into)
             .collect();
-    let options = binder_core::launch::Options {
-        command: &command,
-        openmp: false,
-        membind: None,
-        report: false,
-        verbose: false,
-        scrub: &[],
-        started_on: None,
-        inherited: &binder_core::launch::process_env,
-    };
     let view = binder_plan::rank_view::launch_view(&plan, &shape, 1);
+    let options = binder_core::launch::Options::for_view(
+        &view,
+        false,
+        false,
+        None,
+        &binder_core::launch::process_env,
+    )
+    .running(&command, &[]);
     let err = binder::host_launch::run(
         &topology,
         &view,

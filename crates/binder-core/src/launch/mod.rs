@@ -106,6 +106,41 @@ pub struct Options<'a> {
     pub inherited: &'a dyn Fn(&str) -> Option<String>,
 }
 
+impl<'a> Options<'a> {
+    /// The one constructor every front uses (#53): the view's OpenMP and memory policy,
+    /// the report and verbose flags, the affinity the ledger bound the task with, the
+    /// environment it inherits; no command (a plugin's task is exec'd by its launcher)
+    /// and nothing to scrub, which the executables set with [`Options::running`].
+    pub fn for_view(
+        view: &TaskView,
+        report: bool,
+        verbose: bool,
+        started_on: Option<&'a [usize]>,
+        inherited: &'a dyn Fn(&str) -> Option<String>,
+    ) -> Options<'a> {
+        Options {
+            command: &[],
+            openmp: view.openmp,
+            membind: view.membind,
+            report,
+            verbose,
+            scrub: &[],
+            started_on,
+            inherited,
+        }
+    }
+
+    /// The same, for an executable that execs `command` itself and keeps `scrub` (the
+    /// variables it set for hwloc) from it.
+    pub fn running(self, command: &'a [OsString], scrub: &'a [&'static str]) -> Options<'a> {
+        Options {
+            command,
+            scrub,
+            ..self
+        }
+    }
+}
+
 /// This process's environment, as [`Options::inherited`].
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()

@@ -99,16 +99,8 @@ impl<'e> Front for Warm<'e> {
         if view.membind.is_some() {
             return Err(Stop::HandOver);
         }
-        let options = Options {
-            command: &self.line.command,
-            openmp: view.openmp,
-            membind: None,
-            report: self.report,
-            verbose: false,
-            scrub: &[],
-            started_on,
-            inherited: &super::process_env,
-        };
+        let options = Options::for_view(view, self.report, false, started_on, &super::process_env)
+            .running(&self.line.command, &[]);
         Ok(prepare_cached(view, self.identity, &options, err)?)
     }
 

@@ -96,16 +96,7 @@ pub fn task_options<'o>(
     started_on: Option<&'o [usize]>,
     inherited: &'o dyn Fn(&str) -> Option<String>,
 ) -> Options<'o> {
-    Options {
-        command: &[],
-        openmp: view.openmp,
-        membind: view.membind,
-        report: request.report,
-        verbose: request.verbose,
-        scrub: &[],
-        started_on,
-        inherited,
-    }
+    Options::for_view(view, request.report, request.verbose, started_on, inherited)
 }
 
 /// The CPUs (OS numbers) of `cores`, hwloc's logical core indexes in the numbering of an
