@@ -18,7 +18,8 @@
 //! `--gpu-bind=single:N`, `map_gpu`): the task then inherits its own GPUs in every
 //! variable, and only `SLURM_GPUS_ON_NODE` still says how many the step has here. Those
 //! are the job's GPUs (SEMANTICS §9, GPUs per task): `SLURM_JOB_GPUS` when it lists that
-//! many (a step inside `sbatch`/`salloc`), else every GPU of the node when it has that
+//! many (a step inside `sbatch`; Slurm 22.05's `salloc` exports none), else every GPU of
+//! the node when it has that
 //! many; binder plans within them and writes each task's devices as Slurm numbers them
 //! (physical indices, or positions in the step's list where constrained devices renumber).
 //! Where neither says which GPUs they are, the grant is empty and the refusal says so.
@@ -322,7 +323,7 @@ impl Grant {
         let mut text = format!("for this job ({})", why.join("; "));
         if let Some(k) = self.split {
             text.push_str(&format!(
-                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside `sbatch`/`salloc` (SLURM_JOB_GPUS): run the step there, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
+                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside an `sbatch` job with `--gpus` (SLURM_JOB_GPUS; not in `salloc` on Slurm 22.05): run the step there, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
             ));
         } else if self.said.iter().any(|s| s.ends_with("=-1")) {
             text.push_str(
