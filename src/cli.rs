@@ -28,7 +28,9 @@ pub struct Cli {
     #[command(subcommand)]
     pub action: Option<Action>,
 
-    /// The shape file (YAML) describing the placement (optional with --ge).
+    /// The shape describing the placement (optional with --ge): a YAML file, or a catalog
+    /// name (`cores-packed`, `gpu-local`) looked up as NAME.yaml in ./shapes, in
+    /// share/binder/shapes beside the executable's prefix and in /usr/share/binder/shapes.
     #[arg(value_name = "SHAPE", required_unless_present = "ge")]
     pub shape: Option<PathBuf>,
 
@@ -217,6 +219,16 @@ pub fn generated(what: Generate) -> Vec<u8> {
     out
 }
 
+/// `binder help` and `binder help SUBCOMMAND`, as git and cargo take them: the same as
+/// `--help` (a shape named `help` is still a shape where a file of that name exists).
+pub fn help_word(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.get(1).is_some_and(|a| a == "help") && !std::path::Path::new("help").exists() {
+        args.remove(1);
+        args.push("--help".into());
+    }
+    args
+}
+
 /// clap's error as one line, without its usage block and tips: binder prints every
 /// refusal as one `binder:` line. clap's tip for a value such as `-1` (`use '-- -1'`) is
 /// wrong for binder, where `--` starts the command, so binder gives its own.
@@ -258,6 +270,18 @@ pub fn one_line(error: &clap::Error, args: &[OsString]) -> String {
         )
     } else if let Some(flag) = misspelt_flag(&first) {
         format!("{first}; did you mean `{flag}`? (see `binder --help`)")
+    } else if let Some(values) = rendered
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("[possible values:"))
+    {
+        // An invalid value: clap's list of the possible ones, and its nearest one.
+        let near = rendered
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("tip: a similar value exists: "))
+            .map(|v| format!("; did you mean {v}?"))
+            .unwrap_or_default();
+        format!("{first} {values}{near}")
     } else {
         format!("{first}; see `binder --help`")
     }

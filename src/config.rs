@@ -278,18 +278,44 @@ fn shape_arg(arg: &Path) -> Result<PathBuf, Error> {
         !n.contains('/') && !n.ends_with(".yaml") && !n.ends_with(".yml") && !n.is_empty()
     }) {
         if !Path::new(name).exists() {
-            let dirs: Vec<String> = binder_core::launch::line::catalog_dirs()
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect();
-            return Err(Error::Usage(format!(
-                "no shape file `{}` and no catalog shape of that name in {}; give a path, or a name from `ls shapes/`",
-                binder_core::text::printable(name, 60),
-                dirs.join(", ")
-            )));
+            return Err(Error::Usage(no_such_shape(name)));
         }
     }
     Ok(shape)
+}
+
+/// The refusal for a shape name found nowhere: the nearest catalog name, and the names the
+/// catalogs hold (with the directories binder looked in), not advice that holds only in
+/// a clone.
+fn no_such_shape(name: &str) -> String {
+    let dirs = binder_core::launch::line::catalog_dirs();
+    let mut names: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            file.strip_suffix(".yaml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let near = binder_core::text::suggestion(name, &candidates)
+        .map(|n| format!("did you mean `{n}`? "))
+        .unwrap_or_default();
+    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let listed = if names.is_empty() {
+        "no catalog is installed there".to_owned()
+    } else {
+        format!("the catalog has {}", names.join(", "))
+    };
+    format!(
+        "no shape file `{}`, and no catalog shape of that name; {near}give a path to a shape file, or a catalog name ({listed}; looked in {})",
+        binder_core::text::printable(name, 60),
+        looked.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -352,7 +352,7 @@ fn own_sections(cmd: &clap::Command) -> Result<String, std::io::Error> {
         bold("srun"),
         roman("(1), "),
         bold("binder-shape"),
-        roman("(5) (the shape format); the user guide, docs/guide.md in the source (shapes, launchers, GPUs, Grid Engine, sharing a node)"),
+        roman("(5) (the shape format); the user guide (shapes, launchers, GPUs, Grid Engine, sharing a node), installed as /usr/share/doc/binder/guide.md by the packages (PREFIX/share/doc/binder/guide.md by make install; docs/guide.md in the source)"),
     ]);
     Ok(format!("{}{subs}{}", roff.render(), rest.render()))
 }

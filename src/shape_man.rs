@@ -103,7 +103,7 @@ pub fn shape_man() -> Vec<u8> {
         bold("hwloc-calc"),
         roman("(1), "),
         bold("lstopo"),
-        roman("(1); the user guide's shape reference (docs/guide.md in the source)"),
+        roman("(1); the user guide's shape reference (/usr/share/doc/binder/guide.md from the packages, PREFIX/share/doc/binder/guide.md from make install, docs/guide.md in the source)"),
     ]);
     roff.render().into_bytes()
 }

@@ -2,9 +2,13 @@
 //! refuses a plugin whose major.minor differs from its own, so a constant would load on
 //! one release series only. The number is read from that Slurm's `slurm/slurm_version.h`,
 //! found in `SLURM_INCLUDE_DIR`, else pkg-config's `slurm` include directory, else
-//! `/usr/include` and `/usr/local/include`. Without the header the plugin is still built
-//! (the workspace builds on a machine without Slurm) with version 0, which every Slurm
-//! refuses to load, and cargo prints a warning saying how to point the build at a Slurm.
+//! `/usr/include` and `/usr/local/include`. A `SLURM_INCLUDE_DIR` without the header is
+//! an error (the build was pointed at a Slurm and must not silently take another).
+//! Without any header the plugin is still built (the workspace builds on a machine
+//! without Slurm) with version 0, which every Slurm refuses to load: cargo prints a
+//! warning saying how to point the build at a Slurm, and the plugin carries the mark
+//! `binder-spank: UNLOADABLE` (cfg `spank_unloadable`), by which `make install` and the
+//! packages leave it out and say why.
 
 // The crate exports it; here it is private.
 #[allow(unreachable_pub)]
@@ -17,9 +21,20 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rustc-check-cfg=cfg(spank_unloadable)");
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("SLURM_INCLUDE_DIR") {
-        dirs.push(dir.into());
+    if let Some(dir) = std::env::var_os("SLURM_INCLUDE_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        let header = dir.join("slurm/slurm_version.h");
+        let text = std::fs::read_to_string(&header).unwrap_or_default();
+        if version::version_of(&text).is_none() {
+            // A build script's panic is the build's error, its message printed by cargo.
+            panic!(
+                "binder-spank: SLURM_INCLUDE_DIR={} has no readable slurm/slurm_version.h with SLURM_VERSION_NUMBER; point it at the `include` directory of the Slurm the plugin is for (the one holding slurm/spank.h), or unset it",
+                dir.display()
+            );
+        }
+        dirs.push(dir);
     }
     if let Ok(out) = Command::new("pkg-config")
         .args(["--variable=includedir", "slurm"])
@@ -43,8 +58,9 @@ fn main() {
         }
         None => {
             println!(
-                "cargo:warning=binder-spank: no slurm/slurm_version.h found (looked in SLURM_INCLUDE_DIR, pkg-config slurm, /usr/include, /usr/local/include); the plugin is built with plugin_version 0, which Slurm will not load: install your Slurm's development headers (Debian: libslurm-dev) or set SLURM_INCLUDE_DIR"
+                "cargo:warning=binder-spank: no slurm/slurm_version.h found (looked in pkg-config slurm, /usr/include, /usr/local/include); the plugin is built with plugin_version 0, which Slurm will not load, and `make install` leaves it out: install your Slurm's development headers (Debian: libslurm-dev) or set SLURM_INCLUDE_DIR"
             );
+            println!("cargo:rustc-cfg=spank_unloadable");
             0
         }
     };

@@ -34,7 +34,7 @@ pub extern "C" fn main(
 }
 
 fn run_main() {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = binder::cli::help_word(std::env::args_os().collect());
     let parsed = match Cli::parse_launch_line(&args) {
         Some(cli) => Ok(cli),
         None => Cli::try_parse_from(&args),

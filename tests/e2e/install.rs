@@ -88,8 +88,18 @@ fn make_install_then_both_plugins_from_the_installed_files() {
         "share/fish/vendor_completions.d/binder.fish",
         "lib/binder/libbinder_spank.so",
         "lib/binder/libbinder_flux.so",
+        // Both licences travel with every copy (#56), and the guide the man page names.
+        "share/doc/binder/LICENSE-MIT",
+        "share/doc/binder/LICENSE-APACHE",
+        "share/doc/binder/guide.md",
+        "share/man/man1/binder-full.1",
     ] {
-        assert!(prefix.join(file).is_file(), "make install left out {file}");
+        // A package compresses its man pages (Debian's policy).
+        let gz = prefix.join(format!("{file}.gz"));
+        assert!(
+            prefix.join(file).is_file() || (file.starts_with("share/man/") && gz.is_file()),
+            "the install left out {file}"
+        );
     }
     // The installed executable, run from outside the clone, finds its catalog by name.
     let binder = prefix.join("bin/binder");
@@ -172,4 +182,47 @@ fn make_install_then_both_plugins_from_the_installed_files() {
     if made {
         let _ = std::fs::remove_dir_all(&prefix);
     }
+}
+
+/// #56: a SPANK plugin built without Slurm's headers (`plugin_version` 0, which no Slurm
+/// loads; the build marks it `binder-spank: UNLOADABLE`) is left out by `make install`,
+/// with its configuration file, and the install says why; the rest installs. Run on a
+/// profile directory of copies whose plugin is such a file (the mark is what the build
+/// writes: `cargo build` with no `slurm/slurm_version.h` in sight).
+#[test]
+fn make_install_leaves_out_an_unloadable_spank_plugin() {
+    if !common::prerequisite(common::has("make"), "make") {
+        return;
+    }
+    let exe = Path::new(common::binder_exe());
+    let target = common::scratch().join(format!("unloadable-{}", std::process::id()));
+    let out_dir = target.join("fake");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    for name in ["binder", "binder-full", "libbinder_flux.so"] {
+        std::fs::copy(exe.with_file_name(name), out_dir.join(name)).unwrap();
+    }
+    let mut plugin = b"\x7fELF...".to_vec();
+    plugin.extend_from_slice(b"binder-spank: UNLOADABLE (built without Slurm's slurm_version.h)\0");
+    std::fs::write(out_dir.join("libbinder_spank.so"), plugin).unwrap();
+    let prefix = target.join("prefix");
+    let out = Command::new("make")
+        .current_dir(root())
+        .args(["install", "--no-print-directory", "PROFILE=fake"])
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg(format!("CARGO_TARGET_DIR={}", target.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("leaves out the Slurm plugin") && stderr.contains("libslurm-dev"),
+        "{stderr}"
+    );
+    assert!(!prefix.join("lib/binder/libbinder_spank.so").exists());
+    assert!(!prefix
+        .join("etc/slurm/plugstack.conf.d/binder.conf")
+        .exists());
+    assert!(prefix.join("lib/binder/libbinder_flux.so").is_file());
+    assert!(prefix.join("bin/binder").is_file());
+    let _ = std::fs::remove_dir_all(&target);
 }

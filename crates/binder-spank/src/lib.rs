@@ -54,6 +54,15 @@ pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
 #[allow(non_upper_case_globals)]
 pub static spank_plugin_version: u32 = 0;
 
+/// The mark of a plugin built without Slurm's headers (`plugin_version` 0, which no Slurm
+/// loads): `make install` and the packages find it in the file and leave the plugin out.
+#[cfg(spank_unloadable)]
+#[used]
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static binder_spank_unloadable: [u8; 65] =
+    *b"binder-spank: UNLOADABLE (built without Slurm's slurm_version.h)\0";
+
 /// `SLURM_VERSION_NUMBER` of the Slurm this plugin is built against (`build.rs` reads
 /// it from `slurm/slurm_version.h`: `SLURM_INCLUDE_DIR`, pkg-config, `/usr/include`);
 /// 0 when no header was found, which no Slurm loads.

@@ -257,3 +257,35 @@ fn the_shape_page_names_every_key_and_value() {
         assert!(page.contains(&bold), "binder-shape(5) lacks `{name}`");
     }
 }
+
+/// #56: the guide's JSON sample is what binder prints (it had lost `gpu_ids`): the first
+/// rank of `cores-scatter` for 4 tasks on `pack:2 numa:2 core:4 pu:2`.
+#[test]
+fn the_guides_json_sample_is_current() {
+    let guide = std::fs::read_to_string(crate::common::root().join("docs/guide.md")).unwrap();
+    let at = guide
+        .find("`--format json` prints one JSON object per rank per line")
+        .expect("the dry-run section");
+    let block = &guide[at..];
+    let start = block.find("```json\n").expect("the sample") + "```json\n".len();
+    let sample = block[start..].lines().next().unwrap();
+    let out = run(
+        binder().args([
+            "--dry-run",
+            "--format",
+            "json",
+            "--synthetic",
+            "pack:2 numa:2 core:4 pu:2",
+            "--local-size",
+            "4",
+            "shapes/cores-scatter.yaml",
+        ]),
+        SUCCESS,
+    );
+    let first = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        sample,
+        first.lines().next().unwrap(),
+        "paste the first line into the guide"
+    );
+}

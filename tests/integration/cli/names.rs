@@ -83,7 +83,9 @@ fn catalog_names_resolve_in_the_clone_and_the_installed_catalog() {
     );
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.contains("no catalog shape of that name in shapes, ")
+        err.contains("no catalog shape of that name")
+            && err.contains("the catalog has cores-packed")
+            && err.contains("looked in shapes, ")
             && err.contains("share/binder/shapes"),
         "{err}"
     );
@@ -111,4 +113,61 @@ fn a_forgotten_double_dash_says_to_add_it() {
         err.trim(),
         "binder: unexpected argument './app' found; put the command after `--`: `binder SHAPE -- ./app …`"
     );
+}
+
+/// #56, what a user types first: a misspelt catalog name gets the nearest name and the
+/// catalog's names, never advice that holds only in a clone (`ls shapes/`).
+#[test]
+fn a_misspelt_catalog_name_gets_a_did_you_mean() {
+    let out = run(binder().args(["--dry-run", "cores-pakced"]), REFUSED);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("did you mean `cores-packed`?"), "{err}");
+    assert!(
+        err.contains("gpu-local") && err.contains("looked in"),
+        "{err}"
+    );
+    assert!(!err.contains("ls shapes/"), "{err}");
+}
+
+/// #56: a bad option value keeps clap's possible values and its nearest one, on one line.
+#[test]
+fn a_bad_option_value_lists_the_possible_ones() {
+    for (args, want) in [
+        (
+            &["--dry-run", "--format", "jsn", "shapes/cores-packed.yaml"][..],
+            "[possible values: text, json",
+        ),
+        (
+            &["convert", "--from", "mpich", "--", "-np", "2"],
+            "[possible values: ompi, slurm",
+        ),
+    ] {
+        let out = run(binder().args(args), REFUSED);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let out = run(
+        binder().args(["--dry-run", "--format", "jsn", "x.yaml"]),
+        REFUSED,
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("did you mean 'json'?"), "{err}");
+}
+
+/// #56: `binder help` and `binder help convert` are help, as with git and cargo, not a
+/// shape named `help`; `--help` says what a shape argument may name.
+#[test]
+fn help_is_a_word_too() {
+    let out = run(binder().arg("help"), SUCCESS);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Usage: binder"), "{text}");
+    assert!(
+        text.contains("catalog name") && text.contains("/usr/share/binder/shapes"),
+        "{text}"
+    );
+    let out = run(binder().args(["help", "convert"]), SUCCESS);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Usage: binder convert"), "{text}");
 }

@@ -41,6 +41,16 @@ pub fn add_site(
 ) -> Result<(), GeError> {
     if let Some((path, text)) = site {
         let site = parse_site(path, text)?;
+        for entry in &site {
+            check(entry).map_err(|why| GeError::Reserve {
+                what: format!(
+                    "{}` of the site file `{}",
+                    binder_core::text::clip(entry, binder_core::text::QUOTE_MAX),
+                    binder_core::text::printable(path, 120)
+                ),
+                why,
+            })?;
+        }
         shape.options.reserve.splice(0..0, site);
     }
     Ok(())
@@ -74,6 +84,20 @@ pub(crate) fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
     if !entry.contains(',') {
         return resolve_one(tree, entry);
     }
+    let mut out = Vec::new();
+    for piece in pieces(entry) {
+        for t in resolve_one(tree, &piece)? {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// An entry's locations, a comma list written out (`package:1.core:0,2` is
+/// `package:1.core:0` and `package:1.core:2`).
+fn pieces(entry: &str) -> Vec<String> {
     let mut pieces: Vec<String> = Vec::new();
     for piece in entry.split(',').map(str::trim) {
         let index = !piece.is_empty() && piece.chars().all(|c| c.is_ascii_digit() || c == '-');
@@ -85,15 +109,37 @@ pub(crate) fn resolve(tree: &Tree, entry: &str) -> Result<Vec<usize>, GeError> {
             _ => pieces.push(piece.to_owned()),
         }
     }
-    let mut out = Vec::new();
-    for piece in pieces {
-        for t in resolve_one(tree, &piece)? {
-            if !out.contains(&t) {
-                out.push(t);
-            }
+    pieces
+}
+
+/// Whether an entry is written as [`resolve`] reads one, without a node to resolve it on:
+/// the site file's entries are checked where the file is known, so that a typo there is
+/// one line that names the file (#56), not an entry of unknown origin at every launch.
+fn check(entry: &str) -> Result<(), String> {
+    for piece in pieces(entry) {
+        if matches!(
+            piece.trim(),
+            "first-core" | "first_core" | "first-core-per-socket"
+        ) {
+            continue;
+        }
+        for part in piece.trim().split('.') {
+            let (ty, range) = part.split_once(':').ok_or_else(|| {
+                "write `first-core`, `first-core-per-socket` or a location like `core:0`, `package:1.core:0`, `pu:0-1`".to_owned()
+            })?;
+            letter_of(ty)?;
+            binder_core::cpulist::parse_ranges(range, MAX_INDEX, MAX_INDEX + 1)
+                .ok()
+                .filter(|r| !r.values.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "`{}` is not an index, a range A-B or a list of them",
+                        binder_core::text::clip(range, 16)
+                    )
+                })?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// [`resolve`] for one location.
@@ -216,6 +262,29 @@ pub fn take(tree: &mut Tree, pus: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typo_in_the_site_file_names_the_file() {
+        let mut shape =
+            crate::shape::Shape::from_yaml("resources:\n  - type: core\n", "s.yaml").unwrap();
+        let site = |text: &str| Some(("/etc/binder/site.yaml".to_owned(), text.to_owned()));
+        let e = add_site(&mut shape, site("reserve: [\"cor:0\"]\n").as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`cor:0` of the site file `/etc/binder/site.yaml`") && e.contains("`core`"),
+            "{e}"
+        );
+        for bad in ["core", "core:x", "package:0.core:"] {
+            let text = format!("reserve: [\"{bad}\"]\n");
+            assert!(add_site(&mut shape, site(&text).as_ref()).is_err(), "{bad}");
+        }
+        // Every form `resolve` takes passes.
+        let good =
+            "reserve: [\"first-core\", \"core:0,2-3\", \"package:1.core:0,2\", \"pu:0-1\"]\n";
+        add_site(&mut shape, site(good).as_ref()).unwrap();
+        assert_eq!(shape.options.reserve.len(), 4);
+    }
 
     fn reserved(topo: &str, entries: &[&str]) -> String {
         let mut t = Tree::parse(topo).unwrap();
