@@ -171,23 +171,25 @@ fn site(slurm: &Slurm, constrain: &str) {
 /// that starts steps of its own, the `srun --pty bash` pattern) is bound by the default,
 /// and a step started inside it with `--overlap` has that step as its envelope: its
 /// tasks run, bound by the plugin and by the wrapper, never refused for the enclosing
-/// shell's claim (on 6eb4e5b both exited 125 naming the enclosing step's own bash).
+/// shell's claim (on 6eb4e5b both exited 125 naming the enclosing step's own bash). The
+/// inner steps say `-c1`: Slurm 25.11's srun takes the enclosing step's `-c2` otherwise
+/// (more CPUs than the step has), where 22.05's does not.
 fn nested_steps(slurm: &Slurm, ledger: &std::path::Path, constrain: &str) {
     let binder = common::binder_exe();
     for (what, inner) in [
         (
             "plugin",
-            "srun --overlap -n2 --cpu-bind=none --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
+            "srun --overlap -n2 -c1 --cpu-bind=none --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
         ),
         (
             "wrapper",
-            format!("srun --overlap -n2 {binder} shapes/cores-packed.yaml -- sh -c \"$PROBE\""),
+            format!("srun --overlap -n2 -c1 {binder} shapes/cores-packed.yaml -- sh -c \"$PROBE\""),
         ),
         // No --cpu-bind of its own: the inner srun inherits the enclosing task's
         // SLURM_CPU_BIND, which is not a binding the user typed (SEMANTICS §4.3).
         (
             "plugin, inherited SLURM_CPU_BIND",
-            "srun --overlap -n2 --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
+            "srun --overlap -n2 -c1 --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
         ),
     ] {
         let out = srun(slurm, ledger, &["-n1", "-c2", "bash", "-c", &inner])

@@ -143,9 +143,25 @@ CONF
   exit 1
   ;;
 stop)
-  for pidfile in "$dir"/slurmd*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  # Every daemon this cluster started is stopped and waited for (#56: a slurmctld whose
+  # pid file was not written yet, or one of a directory a later test reused, outlived
+  # the suite): by pid file, then by the configuration or socket in its command line,
+  # SIGTERM, then SIGKILL after 10 s.
+  daemons() {
+    { for pidfile in "$dir"/slurmd*.pid "$dir/slurmctld.pid" "$dir/munged.pid"; do
+        [ -f "$pidfile" ] && cat "$pidfile"
+      done
+      pgrep -f -- "$dir/(slurm.conf|munge.sock)" || true
+    } 2>/dev/null | sort -u
+  }
+  pids=$(daemons)
+  [ -n "$pids" ] && kill $pids 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    alive=$(for p in $pids; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+    [ -z "$alive" ] && break
+    sleep 0.1
   done
+  [ -n "${alive:-}" ] && kill -9 $alive 2>/dev/null || true
   if [ -f "$dir/cgroup.mounted" ]; then
     sleep 1
     for m in /sys/fs/cgroup/*; do mountpoint -q "$m" && umount "$m" || true; done
