@@ -179,7 +179,8 @@ fn nested_steps(slurm: &Slurm, ledger: &std::path::Path, constrain: &str) {
     for (what, inner) in [
         (
             "plugin",
-            "srun --overlap -n2 -c1 --cpu-bind=none --binder=cores-packed sh -c \"$PROBE\"".to_owned(),
+            "srun --overlap -n2 -c1 --cpu-bind=none --binder=cores-packed sh -c \"$PROBE\""
+                .to_owned(),
         ),
         (
             "wrapper",
