@@ -173,7 +173,40 @@ fn hits_misses_and_repairs_on_this_host() {
     assert_eq!(again, cold);
     let (_, trace) = launch(&dir, &[], &shape);
     assert!(trace.contains("cache hit"), "{trace}");
+    // #54: an entry whose bound task has no CPU (`"cpus":[]`) is a miss, replaced by a
+    // fresh plan, not a refusal at every later launch.
+    let mut emptied_any = false;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let emptied = regex_free_cpus_emptied(&text);
+        if emptied != text {
+            std::fs::write(&path, emptied).unwrap();
+            emptied_any = true;
+        }
+    }
+    assert!(emptied_any, "no entry named its cpus");
+    let (again, trace) = launch(&dir, &[], &shape);
+    assert!(
+        trace.contains("binds a task to no CPU") && trace.contains("cache store"),
+        "{trace}"
+    );
+    assert_eq!(again, cold);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `text` with every `"cpus":[…]` array emptied.
+fn regex_free_cpus_emptied(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("\"cpus\":[") {
+        let start = at + "\"cpus\":[".len();
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find(']').map_or(rest.len(), |e| start + e);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A cache directory or file of another user is never read.

@@ -14,15 +14,20 @@ pub fn printable(text: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        if c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        {
+        if hidden(c) {
             out.push_str(&c.escape_unicode().to_string());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// A character a terminal acts on or hides rather than shows: control characters (ESC,
+/// BEL, C1) and the zero-width and bidirectional marks.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Contiguous runs of ascending numbers as `a-b,c` (`core:0-3,8`): plans, reports and
@@ -102,6 +107,18 @@ pub fn diag_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
+    // Whatever a message quotes (a user's own `--ge` or `convert` arguments too, #54),
+    // the line never carries a byte the terminal acts on.
+    let one: String = one
+        .chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
     format!("binder: {}\n", clip(&one, MAX_LINE))
 }
 
@@ -109,6 +126,16 @@ pub fn diag_line(text: &str) -> String {
 mod tests {
     use super::*;
     use std::io;
+
+    #[test]
+    fn a_line_never_carries_a_control_byte() {
+        assert_eq!(
+            diag_line("--ge `linear:\x1b[31mX\x07`: bad\n"),
+            "binder: --ge `linear:\\u{1b}[31mX\\u{7}`: bad\n"
+        );
+        assert_eq!(diag_line("a\tb\u{202e}c"), "binder: a\\u{9}b\\u{202e}c\n");
+        assert_eq!(diag_line("two\nlines"), "binder: two; lines\n");
+    }
 
     #[test]
     fn control_bytes_are_escaped_and_long_text_cut() {

@@ -171,3 +171,74 @@ fn help_is_a_word_too() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Usage: binder convert"), "{text}");
 }
+
+/// #54: a user's own arguments quoted in a refusal (`--ge`, `binder convert`) never carry
+/// a byte the terminal acts on (ESC, BEL): escaped, on one line.
+#[test]
+fn quoted_arguments_never_reach_the_terminal_raw() {
+    for args in [
+        &[
+            "--dry-run",
+            "--local-size",
+            "1",
+            "--ge",
+            "-binding linear:\x1b[31mX\x07",
+        ][..],
+        &[
+            "convert",
+            "--from",
+            "ompi",
+            "--",
+            "--map-by",
+            "core\x1b]0;t\x07",
+        ],
+    ] {
+        let out = run(binder().args(args), REFUSED);
+        assert_eq!(
+            out.stderr.iter().filter(|&&b| b == b'\n').count(),
+            1,
+            "{args:?}"
+        );
+        assert!(
+            !out.stderr.iter().any(|&b| b == 0x1b || b == 0x07),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("\\u{1b}"),
+            "{args:?}"
+        );
+    }
+}
+
+/// #54: the fail-open warning says what the fallback looked at: under
+/// `BINDER_KERNEL_VIEW=in-sight` it does not look for the user's own other jobs, and says
+/// so, instead of claiming to have planned around them.
+#[test]
+fn the_fail_open_warning_says_what_was_looked_at() {
+    for (view, want) in [
+        ("in-sight", "your own other jobs are not looked for"),
+        ("all", "(yours and other users')"),
+    ] {
+        let out = run(
+            binder()
+                .env("BINDER_LEDGER_DIR", "relative/ledger")
+                .env("BINDER_KERNEL_VIEW", view)
+                .args([
+                    "--local-rank",
+                    "0",
+                    "--local-size",
+                    "1",
+                    "shapes/bind-none.yaml",
+                    "--",
+                    "true",
+                ]),
+            SUCCESS,
+        );
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("node ledger not used") && err.contains(want),
+            "{view}: {err}"
+        );
+    }
+}

@@ -203,6 +203,15 @@ impl Cache {
                 path.display()
             ));
         }
+        // A bound task with no CPU (`"cpus":[]`: edited or damaged) would be refused at
+        // every launch; the entry is a miss and the fresh plan replaces it (#54).
+        if entry
+            .tasks
+            .iter()
+            .any(|t| t.is_bound() && t.apply && t.cpus.is_empty())
+        {
+            return Err(format!("{} binds a task to no CPU", path.display()));
+        }
         Ok((entry.tasks, entry.pack))
     }
 

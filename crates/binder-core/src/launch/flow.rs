@@ -79,10 +79,17 @@ pub trait Front {
             return Err(LedgerError::Required(why).into());
         }
         if job.identity.rank == 0 {
+            // What the fallback really looks at (`launch_inner`): under
+            // BINDER_KERNEL_VIEW=in-sight the user's own other jobs are not looked for (#54).
+            let whose = if store::looks_beyond_sight(env) {
+                "yours and other users'"
+            } else {
+                "other users' in sight of the ledger root; your own other jobs are not looked for under BINDER_KERNEL_VIEW=in-sight, and may share them"
+            };
             crate::text::emit(
                 err,
                 &format!(
-                    "warning: node ledger not used ({}): planned around the cpus bound tasks of other jobs run on (yours and other users'), as the kernel shows them; GPUs are not coordinated",
+                    "warning: node ledger not used ({}): planned around the cpus bound tasks of other jobs run on ({whose}), as the kernel shows them; GPUs are not coordinated",
                     crate::text::printable(&why, 200)
                 ),
             );
