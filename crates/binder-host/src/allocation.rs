@@ -9,31 +9,10 @@
 
 use binder_core::ledger::{Holder, Scan};
 
-/// Whether `h` is a task of a job of the scheduler the looking job runs under
-/// (`allocation`, the looking job's [`Scan::allocation`]).
-fn of_scheduler(allocation: &str, h: &Holder) -> bool {
-    h.claim.job.of_scheduler(allocation)
-}
-
-/// `scan` less what is not the scheduler's work, when the looking job runs inside a
-/// scheduler's allocation: the scan to plan around, and the holders left out (empty,
-/// and `None`, outside any allocation or when nothing is left out).
+/// `scan` less what is not the scheduler's work ([`Scan::scheduler_only`]): the scan to
+/// plan around, and the holders left out.
 pub(crate) fn scheduler_only(scan: &Scan) -> Option<(Scan, Vec<Holder>)> {
-    let allocation = scan.allocation.as_deref()?;
-    let (inside, outside): (Vec<Holder>, Vec<Holder>) = scan
-        .holders
-        .iter()
-        .cloned()
-        .partition(|h| of_scheduler(allocation, h));
-    if outside.is_empty() && scan.held_cpus.is_empty() {
-        return None;
-    }
-    let mut only = scan.clone();
-    only.holders = inside;
-    // CPUs that hidden processes of other users hold (`hidepid`) are no scheduler's
-    // task either.
-    only.held_cpus.clear();
-    Some((only, outside))
+    scan.scheduler_only()
 }
 
 /// The one warning for holders planned over: which processes, on which CPUs.

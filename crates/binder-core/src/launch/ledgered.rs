@@ -324,7 +324,11 @@ impl Attempt<'_, '_> {
             // A late rank whose units another job took meanwhile plans again.
             let claim = Claim::of(&id, identity.rank, identity.size, raw.pack, &view);
             share |= raw.share;
-            if share || !scan.overlaps(&claim.cpus, &claim.gpus) {
+            // Inside a scheduler's allocation, only the scheduler's work stands in the
+            // way of a joining rank (SEMANTICS §4.3), as of a planning one.
+            let outside = scan.scheduler_only().map(|(only, _)| only);
+            let in_the_way = outside.as_ref().unwrap_or(&scan);
+            if share || !in_the_way.overlaps(&claim.cpus, &claim.gpus) {
                 if job.verbose {
                     crate::text::emit(
                         err,
@@ -554,11 +558,12 @@ impl Attempt<'_, '_> {
             self.not_mine(&mut again.holders);
             // Inside a scheduler's allocation, a claim that is no scheduler job's steered
             // the plan and never moves a placed task (SEMANTICS §4.3).
-            if let Some(allocation) = planned.allocation.as_deref() {
-                again
-                    .holders
-                    .retain(|h| h.claim.job.of_scheduler(allocation));
-            }
+            again.allocation.clone_from(&planned.allocation);
+            let kept: Vec<ledger::Holder> = std::mem::take(&mut again.holders)
+                .into_iter()
+                .filter(|h| again.in_the_way(h))
+                .collect();
+            again.holders = kept;
             for h in &mut again.holders {
                 if known.contains(&(h.claim.pid, h.claim.start)) {
                     h.claim.gpus.clear();

@@ -370,6 +370,36 @@ impl Scan {
             || self.reserved.iter().any(|r| cpu(&r.cpus) || gpu(&r.gpus))
     }
 
+    /// Whether a holder may stand in the way of the looking job: anything outside a
+    /// scheduler's allocation; inside one (SEMANTICS §4.3), only a task of a scheduler
+    /// job: a bound process that is none steers the plan and never refuses or moves a task
+    /// the scheduler placed.
+    pub fn in_the_way(&self, h: &Holder) -> bool {
+        self.allocation
+            .as_deref()
+            .is_none_or(|a| h.claim.job.of_scheduler(a))
+    }
+
+    /// The scan less what cannot stand in the way ([`Scan::in_the_way`]), and what was
+    /// left out; `None` when nothing is (outside an allocation, or nobody outside it).
+    pub fn scheduler_only(&self) -> Option<(Scan, Vec<Holder>)> {
+        self.allocation.as_ref()?;
+        let (inside, outside): (Vec<Holder>, Vec<Holder>) = self
+            .holders
+            .iter()
+            .cloned()
+            .partition(|h| self.in_the_way(h));
+        if outside.is_empty() && self.held_cpus.is_empty() {
+            return None;
+        }
+        let mut only = self.clone();
+        only.holders = inside;
+        // CPUs that hidden processes of other users hold (`hidepid`) are no scheduler's
+        // task either.
+        only.held_cpus.clear();
+        Some((only, outside))
+    }
+
     /// The live jobs, grouped from their tasks (owner, job), in first-seen order.
     pub fn jobs(&self) -> Vec<LiveJob<'_>> {
         let mut jobs: Vec<LiveJob<'_>> = Vec::new();
