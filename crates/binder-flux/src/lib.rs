@@ -43,16 +43,18 @@ use std::sync::{Mutex, MutexGuard};
 
 use binder_core::launch::env::refuse_task as refuse;
 use binder_host::around::Refusal;
-use binder_host::front::Kind;
+use binder_host::front::{JobShape, Kind};
 use ffi::{Plugin, PluginArg, Shell as ShellPtr};
-use shell::{Node, Request, Shell, Site};
+use shell::{Node, Request, Shell};
 
 /// What the plugin knows of this job, from `flux_plugin_init` on.
 enum State {
     /// binder leaves the job to Flux; `wrapper`: its command is binder's wrapper.
     Left { wrapper: bool },
-    /// Asked, before `shell.init`; `gpus_off`: the plugin turned gpu-affinity off.
-    Asked(Request, Site, bool),
+    /// Asked, before `shell.init`: the request, its shape as read once in
+    /// `flux_plugin_init` (or why it cannot be), and whether the plugin turned
+    /// gpu-affinity off.
+    Asked(Request, Result<Box<JobShape>, String>, bool),
     /// The node's plan, made in `shell.init` (boxed: the other states are small).
     Planned(Box<Shell>),
     /// The line every task reports; none runs.
@@ -166,9 +168,10 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
                 .ok()
                 .map(|d| d.display().to_string());
             let get = |name: &str| getenv(shell, name);
-            let gpus =
-                binder_host::front::asks_gpus(&request.shape, cwd.as_deref(), &site.catalog, &get);
-            let gpus_off = gpus.unwrap_or(true);
+            let shape = JobShape::read(&request.shape, cwd.as_deref(), &site.catalog, &get)
+                .map(Box::new)
+                .map_err(|Refusal(why)| why);
+            let gpus_off = shape.as_ref().map_or(true, |s| s.shape.needs_gpus());
             let off: &[&CStr] = if gpus_off {
                 &[c"cpu-affinity", c"gpu-affinity"]
             } else {
@@ -178,7 +181,7 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
                 // SAFETY: valid handle and C strings; the shell copies the JSON.
                 unsafe { ffi::flux_shell_setopt(shell, name.as_ptr(), c"\"off\"".as_ptr()) };
             }
-            State::Asked(request, site, gpus_off)
+            State::Asked(request, shape, gpus_off)
         }
         // Left to Flux: only what an outer binder exported is removed in `task.init`.
         Ok(None) => State::Left {
@@ -232,23 +235,20 @@ unsafe extern "C" fn shell_init(
     if !matches!(*state, State::Asked(..)) {
         return 0;
     }
-    let State::Asked(request, site, gpus_off) =
+    let State::Asked(request, shape, gpus_off) =
         std::mem::replace(&mut *state, State::Left { wrapper: false })
     else {
         return 0;
     };
     let get = |name: &str| getenv(shell, name);
-    let cwd = std::env::current_dir()
-        .ok()
-        .map(|d| d.display().to_string());
     let site_default = request.site_default;
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let shape = shape.map_err(Refusal)?;
         Shell::prepare(
             node_of(shell)?,
             request,
-            &site,
+            *shape,
             &get,
-            cwd.as_deref(),
             &mut std::io::stderr(),
         )
     }));

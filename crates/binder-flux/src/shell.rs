@@ -178,17 +178,15 @@ pub struct Shell {
 }
 
 impl Shell {
-    /// Reads the shape and plans the node's tasks inside R's cores. `get` is the job's
-    /// environment, `cwd` the job's working directory.
+    /// Plans the node's tasks of `shape` (read once, in `flux_plugin_init`) inside R's
+    /// cores. `get` is the job's environment.
     pub fn prepare(
         node: Node,
         request: Request,
-        site: &Site,
+        shape: JobShape,
         get: &dyn Fn(&str) -> Option<String>,
-        cwd: Option<&str>,
         err: &mut impl Write,
     ) -> Result<Shell, Refusal> {
-        let shape = JobShape::read(&request.shape, cwd, &site.catalog, get)?;
         // R's GPUs, in the numbering the shell's gpu-affinity would have exported them.
         let gpus = job_gpus(&node);
         let grant_env = |k: &str| match k {

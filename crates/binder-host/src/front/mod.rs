@@ -22,9 +22,7 @@ use binder_core::launch::line::{is_off, CATALOG};
 mod options;
 mod task;
 pub use options::request_from_json;
-pub use task::{
-    adopt_hwloc_env, asks_gpus, cores_cpus, launch, task_options, JobShape, Planning, TaskLaunch,
-};
+pub use task::{adopt_hwloc_env, cores_cpus, launch, task_options, JobShape, Planning, TaskLaunch};
 
 /// A plugin's site configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]

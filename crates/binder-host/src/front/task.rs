@@ -72,21 +72,6 @@ impl JobShape {
     }
 }
 
-/// Whether the shape `name` asks for GPUs, read as [`JobShape::read`] reads it; `None`
-/// when it cannot be read (the refusal comes when the job is planned). A plugin turns the
-/// launcher's GPU binding off only for a shape that sets every task's visible devices
-/// itself (SEMANTICS §4.3: binding CPUs never unbinds GPUs).
-pub fn asks_gpus(
-    name: &str,
-    cwd: Option<&str>,
-    catalog: &Path,
-    get: &dyn Fn(&str) -> Option<String>,
-) -> Option<bool> {
-    JobShape::read(name, cwd, catalog, get)
-        .ok()
-        .map(|s| s.shape.needs_gpus())
-}
-
 /// The launch options of a task a plugin binds (the one place they are built): the
 /// view's OpenMP and memory policy, the request's report and verbose flags, the affinity
 /// the ledger bound it with, and the job's environment it inherits.
