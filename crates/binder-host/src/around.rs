@@ -277,12 +277,12 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
                     binder_plan::plan_around(&request(job, shape, t).grant(&holding).held(&held))
                 };
                 if let Ok(plan) = over {
-                    if job.identity.rank == 0 {
-                        let allocation = scan.allocation.as_deref().unwrap_or_default();
-                        let line =
-                            crate::allocation::planned_over(allocation, &outside, &scan.held_cpus);
-                        binder_core::text::emit(err, &line);
-                    }
+                    // Said by the task that makes the job's plan, whichever rank it is
+                    // (the others join it): once a job.
+                    let allocation = scan.allocation.as_deref().unwrap_or_default();
+                    let line =
+                        crate::allocation::planned_over(allocation, &outside, &scan.held_cpus);
+                    binder_core::text::emit(err, &line);
                     return Ok(views(&plan, shape));
                 }
             }
