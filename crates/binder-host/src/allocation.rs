@@ -7,13 +7,7 @@
 //! over: it never refuses a task the scheduler placed, nor moves it outside the
 //! allocation.
 
-use binder_core::ledger::{Holder, Scan};
-
-/// `scan` less what is not the scheduler's work ([`Scan::scheduler_only`]): the scan to
-/// plan around, and the holders left out.
-pub(crate) fn scheduler_only(scan: &Scan) -> Option<(Scan, Vec<Holder>)> {
-    scan.scheduler_only()
-}
+use binder_core::ledger::Holder;
 
 /// The one warning for holders planned over: which processes, on which CPUs.
 pub(crate) fn planned_over(allocation: &str, outside: &[Holder], hidden: &[usize]) -> String {
@@ -53,7 +47,7 @@ pub(crate) fn planned_over(allocation: &str, outside: &[Holder], hidden: &[usize
 mod tests {
     use super::*;
     use binder_core::identity::job::JobId;
-    use binder_core::ledger::{Claim, FORMAT};
+    use binder_core::ledger::{Claim, Scan, FORMAT};
     use binder_core::view::Packing;
 
     fn holder(job: &str, cpus: &[usize]) -> Holder {
@@ -87,9 +81,9 @@ mod tests {
             holder("openmpi:x", &[2]),
         ];
         // Outside any allocation, everything counts.
-        assert!(scheduler_only(&scan).is_none());
+        assert!(scan.scheduler_only().is_none());
         scan.allocation = Some("slurm:12.".into());
-        let (only, outside) = scheduler_only(&scan).expect("some left out");
+        let (only, outside) = scan.scheduler_only().expect("some left out");
         let jobs: Vec<&str> = only
             .holders
             .iter()
@@ -107,6 +101,6 @@ mod tests {
         // A Flux job's: another Flux job is the scheduler's, a taskset is not.
         scan.allocation = Some("flux:".into());
         scan.holders = vec![holder("flux:ƒA.0", &[0])];
-        assert!(scheduler_only(&scan).is_none());
+        assert!(scan.scheduler_only().is_none());
     }
 }

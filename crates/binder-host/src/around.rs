@@ -269,7 +269,7 @@ fn around_once<E: From<PlanError> + From<LedgerError>>(
             };
             // Inside a scheduler's allocation, what is no scheduler job's task steers
             // and never refuses (SEMANTICS §4.3): planned over, said once.
-            if let Some((only, outside)) = crate::allocation::scheduler_only(scan) {
+            if let Some((only, outside)) = scan.scheduler_only() {
                 let held: Vec<usize> = self::loads(t, &only, avoid, steer).into_keys().collect();
                 let over = if held.is_empty() {
                     Ok(alone.clone())

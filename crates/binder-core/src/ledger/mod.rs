@@ -384,6 +384,10 @@ impl Scan {
     /// left out; `None` when nothing is (outside an allocation, or nobody outside it).
     pub fn scheduler_only(&self) -> Option<(Scan, Vec<Holder>)> {
         self.allocation.as_ref()?;
+        // The common case, nobody outside, costs no copy (a joining rank asks on every launch).
+        if self.held_cpus.is_empty() && self.holders.iter().all(|h| self.in_the_way(h)) {
+            return None;
+        }
         let (inside, outside): (Vec<Holder>, Vec<Holder>) = self
             .holders
             .iter()
