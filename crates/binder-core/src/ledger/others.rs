@@ -3,7 +3,9 @@
 //! prefix, but this user's own, within hard caps: at
 //! most `MAX_DIRS_PER_USER` directories per owner (canonical names first, so a flood of
 //! names cannot push a real directory out of its owner's quota), `MAX_DIR_ENTRIES`
-//! names per directory and `SCAN_BUDGET` of time; a claim file is read only when its
+//! names per directory and `SCAN_BUDGET` of time once the first `ALWAYS_READ`
+//! directories and claims are read (a loaded node's launch may spend its budget before
+//! its first read; a small root is always read whole); a claim file is read only when its
 //! name names a live process of the directory's owner, once per process.
 //!
 //! What these files say never decides another user's CPUs: the kernel's view is taken
@@ -33,6 +35,12 @@ pub(crate) const MAX_DIRS_PER_USER: usize = 4;
 /// The time one scan of the other users' directories may take (past it, only GPUs and
 /// job names of the unread claims are missed: the kernel's view has every CPU).
 pub(crate) const SCAN_BUDGET: Duration = Duration::from_millis(250);
+/// The directories and claims every scan reads whatever the time (past them,
+/// `SCAN_BUDGET` applies): on a loaded node a launch can spend its budget waiting for a
+/// CPU before it reads a single name, and a claim left unread is a task that may not be
+/// bound yet, which no look at the kernel shows. This many reads cost a few milliseconds
+/// on an idle node; only a flood of names goes past them.
+pub(crate) const ALWAYS_READ: usize = 256;
 /// Above this many claim names in one of this user's other directories, `/proc` is
 /// listed once instead of read per name.
 const LIST_PIDS_ABOVE: usize = 64;
@@ -46,6 +54,11 @@ pub(super) struct Reading<'a> {
     me: u32,
     pub(super) view: Option<KernelView>,
     deadline: Instant,
+    /// Directories and claims read so far (the first `ALWAYS_READ` are read past the
+    /// deadline).
+    spent: usize,
+    /// Why the read stopped before its end, if it did.
+    pub(super) stopped: Option<String>,
     /// This user's live PIDs, listed once when one of its other directories is large.
     live: Option<Option<HashSet<u32>>>,
     /// Processes whose claim was already read (a second one is a duplicate).
@@ -72,6 +85,15 @@ pub fn kernel_scan(procs: &dyn Procs, me: u32) -> Scan {
     scan
 }
 
+impl Reading<'_> {
+    /// Whether the next directory or claim is past the budget: one more read counted,
+    /// and the deadline passed after the first `ALWAYS_READ` of them.
+    fn out_of_time(&mut self) -> bool {
+        self.spent += 1;
+        self.spent > ALWAYS_READ && Instant::now() >= self.deadline
+    }
+}
+
 impl Ledger {
     /// A read of the other directories, through `view`, until `deadline`.
     pub(super) fn reading<'p>(
@@ -86,6 +108,8 @@ impl Ledger {
             me: self.uid(),
             view,
             deadline,
+            spent: 0,
+            stopped: None,
             live: None,
             seen: BTreeSet::new(),
             steered: 0,
@@ -111,12 +135,14 @@ impl Ledger {
         names.sort_by_key(|n| (n[PREFIX.len()..].contains('.'), n.clone()));
         let mut per_owner: BTreeMap<u32, usize> = BTreeMap::new();
         for name in names {
-            if Instant::now() >= reading.deadline {
-                scan.incomplete = Some(format!(
+            if reading.out_of_time() {
+                let why = format!(
                     "reading {} took longer than {} ms",
                     self.root().display(),
                     SCAN_BUDGET.as_millis()
-                ));
+                );
+                scan.incomplete = Some(why.clone());
+                reading.stopped = Some(why);
                 return read;
             }
             // One `statat` says whose it is; only a user's first few are opened.
@@ -171,6 +197,7 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
     };
     let mut seen = 0usize;
     let deadline = reading.deadline;
+    let always = ALWAYS_READ.saturating_sub(reading.spent);
     let complete = for_names(&mut listing, MAX_DIR_ENTRIES, |name, _| {
         if let Some((pid, start, _)) = claim_name(name) {
             claims.push((name.to_owned(), pid, start));
@@ -182,7 +209,7 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
             }
         }
         seen += 1;
-        seen % 1024 != 0 || Instant::now() < deadline
+        seen <= always || seen % 1024 != 0 || Instant::now() < deadline
     });
     if !complete {
         scan.ignore(
@@ -226,8 +253,10 @@ fn scan_dir(dir: OwnedFd, dir_name: &str, owner: u32, reading: &mut Reading<'_>,
         return;
     };
     for (name, pid, start) in claims {
-        if Instant::now() >= reading.deadline {
-            scan.incomplete = Some("reading the other users' claims took too long".into());
+        if reading.out_of_time() {
+            let why = String::from("reading the other users' claims took too long");
+            scan.incomplete = Some(why.clone());
+            reading.stopped = Some(why);
             return;
         }
         let read = || read_at(dir, &name, owner, MAX_CLAIM_BYTES);

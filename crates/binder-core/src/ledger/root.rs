@@ -146,15 +146,7 @@ impl Ledger {
         let read = RootRead {
             links,
             dirs,
-            incomplete: listed.or_else(|| {
-                (Instant::now() >= deadline).then(|| {
-                    format!(
-                        "reading {} took longer than {} ms",
-                        self.root().display(),
-                        SCAN_BUDGET.as_millis()
-                    )
-                })
-            }),
+            incomplete: listed.or(reading.stopped.take()),
         };
         if whole && (seen > SHARE_ROOT_ABOVE || !complete) {
             super::shared::write_root(self.own_fd(), &read);

@@ -618,3 +618,46 @@ impl Procs for Alone {
         Some(Vec::new())
     }
 }
+
+/// A launch that reaches the other directories after its time budget (a loaded node: it
+/// waited for a CPU) still reads the first `ALWAYS_READ` of them: a claim left unread
+/// may be a task not bound yet, which no look at the kernel shows. Past them, a flood
+/// of names is cut by the deadline.
+#[test]
+fn a_late_read_still_reads_the_first_directories() {
+    use std::os::fd::AsFd;
+    let dir = root("late");
+    let ledger = open(&dir);
+    let me = Alone;
+    let (pid, start) = (
+        std::process::id(),
+        me.stat(std::process::id()).unwrap().start,
+    );
+    let name = ledger
+        .write_claim(&claim(pid, start, &[], &["0000:0c:00.0"]))
+        .unwrap();
+    let other = dir.join(format!("binder-ledger.{}.00000000000000c3", ledger.uid()));
+    std::fs::create_dir(&other).unwrap();
+    std::fs::rename(ledger.dir().join(&name), other.join(&name)).unwrap();
+    let late = std::time::Instant::now() - std::time::Duration::from_secs(1);
+    let read = |names: Vec<String>| {
+        let root = fsio::open_dir(rustix::fs::CWD, &dir).unwrap();
+        let mut scan = Scan::default();
+        let mut reading = ledger.reading(&me, None, late);
+        let read = ledger.read_dirs(root.as_fd(), names, &mut reading, &mut scan);
+        (read, scan, reading.stopped)
+    };
+    let first = other.file_name().unwrap().to_str().unwrap().to_owned();
+    let (got, scan, stopped) = read(vec![first.clone()]);
+    assert_eq!(got, std::slice::from_ref(&first));
+    assert_eq!(scan.gpus(), ["0000:0c:00.0"], "{scan:?}");
+    assert!(stopped.is_none() && scan.incomplete.is_none(), "{scan:?}");
+    // A flood past the first `ALWAYS_READ` names: the late read stops there.
+    let flood: Vec<String> = (0..others::ALWAYS_READ + 10)
+        .map(|n| format!("binder-ledger.{}.f{n:015x}", ledger.uid()))
+        .chain([first])
+        .collect();
+    let (_, scan, stopped) = read(flood);
+    assert!(stopped.is_some() && scan.incomplete.is_some(), "{scan:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
