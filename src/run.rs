@@ -213,7 +213,9 @@ pub fn run(
         .within(envelope.cpus.as_deref())
         .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
-    let grant = grant.place_mig(binder_core::vendor::nvidia_listing);
+    let grant = grant
+        .place_mig(binder_core::vendor::nvidia_listing)
+        .place_split(binder_core::scheduler::slurm_job_gpus);
     let request = PlanRequest::new(&shape, &topology, identity.size)
         .grant(&grant)
         .origin(&origin)

@@ -294,3 +294,43 @@ pub(crate) fn hwloc_objects(xml: &Path, kind: &str) -> BTreeMap<usize, Vec<usize
         .map(|(i, m)| (i, parse_hwloc_mask(&m)))
         .collect()
 }
+
+/// An XML of this host (`lstopo --of xml`) with `n` fake NVIDIA GPUs (PCI devices with a
+/// CUDA OS device each, bus 0000:18.. in order, local to the whole machine), written in
+/// the scratch directory: loaded with `HWLOC_THISSYSTEM=1`, binder binds this host's real
+/// CPUs and plans its GPUs. `None` (the skip printed) without lstopo.
+pub(crate) fn host_xml_with_gpus(n: usize) -> Option<PathBuf> {
+    if !require_tool("lstopo-no-graphics", "a host XML with fake GPUs") {
+        return None;
+    }
+    let out = Command::new("lstopo-no-graphics")
+        .args(["--of", "xml", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "lstopo --of xml failed");
+    let xml = String::from_utf8(out.stdout).unwrap();
+    let gpus: String = (0..n)
+        .map(|i| {
+            format!(
+                "<object type=\"PCIDev\" gp_index=\"{}\" pci_busid=\"0000:{:02x}:00.0\" pci_type=\"0302 [10de:1eb8] [10de:12a2] a1\" pci_link_speed=\"15.753846\">\n\
+                 <info name=\"PCIVendor\" value=\"NVIDIA Corporation\"/>\n\
+                 <info name=\"PCIDevice\" value=\"TU104GL [Tesla T4]\"/>\n\
+                 <object type=\"OSDev\" gp_index=\"{}\" name=\"cuda{i}\" subtype=\"CUDA\" osdev_type=\"5\">\n\
+                 <info name=\"Backend\" value=\"CUDA\"/>\n\
+                 <info name=\"GPUVendor\" value=\"NVIDIA Corporation\"/>\n\
+                 <info name=\"GPUModel\" value=\"Tesla T4\"/>\n\
+                 </object>\n</object>\n",
+                90_000 + 2 * i,
+                0x18 + i,
+                90_001 + 2 * i
+            )
+        })
+        .collect();
+    // The Machine object closes last: the GPUs become its I/O children.
+    let at = xml
+        .rfind("</object>")
+        .expect("an XML with a Machine object");
+    let path = scratch().join(format!("host-{n}gpus-{}.xml", std::process::id()));
+    std::fs::write(&path, format!("{}{gpus}{}", &xml[..at], &xml[at..])).unwrap();
+    Some(path)
+}

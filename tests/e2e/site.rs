@@ -43,7 +43,7 @@ fn slurm_as_sites_run_it() {
             ("E2E_SLURM_PROCTRACK", "proctrack/cgroup".to_owned()),
             ("E2E_SLURM_CONSTRAIN", constrain.to_owned()),
             ("E2E_SLURM_OVERSUBSCRIBE", "NO".to_owned()),
-            ("E2E_SLURM_GPUS", "2".to_owned()),
+            ("E2E_SLURM_GPUS", "4".to_owned()),
             (
                 "E2E_SPANK_ARGS",
                 format!("default=cores-packed catalog={}", shapes.display()),

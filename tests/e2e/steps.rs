@@ -158,9 +158,9 @@ pub(super) fn batch_and_steps(slurm: &Slurm, constrain: &str) {
 }
 
 /// GPUs Slurm gives each task (`--gpus-per-task`, `--gpu-bind`): the job's GPUs on this
-/// node are the step's; binder plans within them and sets each task's devices. Two fake
-/// GPUs in Slurm, the shared g4dn XML's T4s in hwloc (devices only: the XML is not this
-/// host's CPUs).
+/// node are the step's; binder plans within them and sets each task's devices. Four fake
+/// GPUs in Slurm; the shared g4dn XML's T4s in hwloc (devices only: the XML is not this
+/// host's CPUs), then a 4-GPU XML of this host.
 pub(super) fn gpus_per_task(slurm: &Slurm) {
     let Some(shared) = common::shared() else {
         return;
@@ -222,32 +222,59 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
     }
     assert!(!out.contains("binder:"), "{out}");
 
-    // Outside one, Slurm says how many GPUs the step has but not which (two of the XML's
-    // eight): one line that says so and what to do, never "ask for --gpus-per-task".
-    let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--overcommit"])
-        .args([
-            "--gpus-per-task=1",
-            binder,
-            "shapes/gpu-devices-only.yaml",
-            "--",
-            "true",
-        ])
-        .env("HWLOC_XMLFILE", &xml)
-        .env("HWLOC_THISSYSTEM", "1")
-        .output()
-        .unwrap();
-    let all = text(&out);
-    assert!(!out.status.success(), "{all}");
-    let lines: Vec<&str> = all.lines().filter(|l| l.starts_with("binder:")).collect();
-    assert_eq!(lines.len(), 2, "one line per task: {all}");
-    for line in lines {
+    // Outside one (`srun` making its own allocation), Slurm says how many GPUs the step
+    // has here (2 of the node's 4) but not which: binder asks `scontrol show job -d`
+    // once, and each task gets the GPU the plan gives its rank and, gpu-local, the
+    // core beside it (a 4-GPU XML of this host: its real CPUs, every GPU local to all).
+    let Some(host4) = common::host_xml_with_gpus(4) else {
+        return;
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    for shape in ["gpu-local", "gpu-devices-only"] {
+        // A CPU per task (no --overcommit): gpu-local gives each its own core.
+        let n = if cpus >= 2 { "-n2" } else { "-n1" };
+        let out = super::spank::srun(&slurm.conf, &ledger, &[n])
+            .args([
+                "--gpus-per-task=1",
+                binder,
+                &format!("shapes/{shape}.yaml"),
+                "--",
+            ])
+            .args(["sh", "-c", TAGGED])
+            .env("HWLOC_XMLFILE", &host4)
+            .env("HWLOC_THISSYSTEM", "1")
+            .env("TAG", shape)
+            .output()
+            .unwrap();
+        let all = text(&out);
         assert!(
-            line.contains("SLURM_GPUS_ON_NODE=2")
-                && line.contains("--binder=SHAPE")
-                && !line.contains("--gpus-per-task"),
-            "{all}"
+            out.status.success(),
+            "srun --gpus-per-task=1 {shape}: {all}"
         );
+        assert!(!all.contains("binder:"), "{all}");
+        let s = seen(&all);
+        let tasks: Vec<(&str, &str)> = s[shape]
+            .values()
+            .map(|f| (f[2].as_str(), f[4].as_str()))
+            .collect();
+        eprintln!("wrapper, srun -n2 --gpus-per-task=1 {shape}: {tasks:?}");
+        // The job's GPUs are Slurm's 0 and 1: one each, in rank order.
+        let devices: Vec<&str> = tasks.iter().map(|t| t.1).collect();
+        assert_eq!(devices, ["0", "1"][..tasks.len()], "{shape}: {all}");
+        assert_eq!(tasks.len(), cpus.min(2), "{all}");
+        if shape == "gpu-local" && tasks.len() == 2 {
+            // Every GPU is local to the whole machine: the step's CPUs split in two,
+            // one part each, disjoint.
+            let a = binder_core::procfs::parse_list(tasks[0].0).unwrap();
+            let b = binder_core::procfs::parse_list(tasks[1].0).unwrap();
+            assert!(
+                !a.is_empty() && !b.is_empty() && a.iter().all(|c| !b.contains(c)),
+                "{all}"
+            );
+            assert_eq!(a.len(), b.len(), "{all}");
+        }
     }
+    std::fs::remove_file(&host4).ok();
 }
 
 /// `srun --multi-prog` whose two contexts run different shapes through the wrapper, each a

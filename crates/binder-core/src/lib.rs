@@ -17,6 +17,7 @@ pub mod input;
 pub mod launch;
 pub mod ledger;
 pub mod procfs;
+pub mod scheduler;
 pub mod settings;
 pub mod text;
 pub mod vendor;

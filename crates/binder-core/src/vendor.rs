@@ -168,21 +168,44 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
 /// missing, fails, or takes longer than [`DRIVER_LISTING_TIMEOUT`] (a wedged GPU can hang
 /// it; it is then killed), so a launch never waits on it for long.
 pub fn nvidia_listing() -> Option<String> {
+    tool_output("nvidia-smi", &["-L"], DRIVER_LISTING_TIMEOUT)
+}
+
+/// The most of a tool's output read (`nvidia-smi -L`, `scontrol show job -d`).
+const MAX_OUTPUT: u64 = 256 * 1024;
+
+/// A tool's standard output when it exits 0 within `timeout` (else it is killed):
+/// `None` when it is missing, fails or hangs, so that a launch never waits on it long.
+/// The output is read as it comes (a thread), so a long one cannot block the tool.
+pub(crate) fn tool_output(
+    program: &str,
+    args: &[&str],
+    timeout: std::time::Duration,
+) -> Option<String> {
     use std::io::Read;
     use std::process::{Command, Stdio};
-    let mut child = Command::new("nvidia-smi")
-        .arg("-L")
+    let mut child = Command::new(program)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
+    let stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        stdout
+            .take(MAX_OUTPUT)
+            .read_to_string(&mut text)
+            .ok()
+            .map(|_| text)
+    });
     let start = std::time::Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() < DRIVER_LISTING_TIMEOUT => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
+            Ok(None) if start.elapsed() < timeout => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
             _ => {
                 let _ = child.kill();
@@ -191,15 +214,9 @@ pub fn nvidia_listing() -> Option<String> {
             }
         }
     };
-    let mut text = String::new();
-    // The listing is a line per GPU and instance; more than 256 KiB is not one.
-    child
-        .stdout
-        .take()?
-        .take(256 * 1024)
-        .read_to_string(&mut text)
-        .ok()?;
-    status.filter(|s| s.success()).map(|_| text)
+    // The tool has exited (or was killed): its end of the pipe is closed, the read ends.
+    let text = reader.join().ok().flatten();
+    status.filter(|s| s.success()).and(text)
 }
 
 /// How long [`nvidia_listing`] waits for the driver.

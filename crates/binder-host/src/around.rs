@@ -86,11 +86,17 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
     /// The topology inside the job's allocation (SEMANTICS §4.1), with its GPUs.
     /// A `MIG-<uuid>` entry's parent GPU is asked of `nvidia-smi -L` here, when a plan is
     /// computed (at most once: the grant keeps the answer), so a node-cache hit never runs
-    /// it (the cache key holds the entries).
+    /// it (the cache key holds the entries); so is `scontrol` for a split step's GPUs.
     fn load(&mut self, job: &Job<'_>) -> Result<Topology, E> {
         if self.grant.wants_mig_listing() {
             let grant = std::mem::replace(&mut self.grant, Grant::EVERY);
             self.grant = grant.place_mig(binder_core::vendor::nvidia_listing);
+        }
+        // A task Slurm gave only some of the step's GPUs, with no variable naming the
+        // step's: the job's, from `scontrol`, once, by the task that plans.
+        if self.grant.wants_job_gpus().is_some() {
+            let grant = std::mem::replace(&mut self.grant, Grant::EVERY);
+            self.grant = grant.place_split(binder_core::scheduler::slurm_job_gpus);
         }
         let t = (self.load)(self.shape)?;
         let cores = job

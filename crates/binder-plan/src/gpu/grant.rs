@@ -22,7 +22,10 @@
 //! the node when it has that
 //! many; binder plans within them and writes each task's devices as Slurm numbers them
 //! (physical indices, or positions in the step's list where constrained devices renumber).
-//! Where neither says which GPUs they are, the grant is empty and the refusal says so.
+//! Where neither says which GPUs they are, the host asks the scheduler for the job's GPUs
+//! here once, when it plans ([`Grant::wants_job_gpus`], [`Grant::place_split`]: `scontrol
+//! show job -d`), and takes them when they are as many; else the grant is empty and the
+//! refusal says so.
 
 use super::mig::{self, MigListing};
 use super::model::Gpu;
@@ -54,12 +57,47 @@ pub struct Grant {
     /// Where the inherited MIG instances lie (`nvidia-smi -L`), once the host was asked
     /// (empty when the driver gave nothing): the listing is asked for at most once.
     mig: Option<MigListing>,
-    /// The step's GPU count here when Slurm gave this task only some of them (see the
-    /// module doc): the grant must come to that many, or it is empty.
+    /// The step's GPU count here when Slurm gave this task only some of them and no
+    /// variable names the step's (see the module doc): the grant must come to that
+    /// many, or it is empty, unless the scheduler is asked ([`Grant::place_split`]).
     split: Option<usize>,
+    /// What asking the scheduler for the job's GPUs needs, while `split` is unresolved.
+    ask: Option<Ask>,
     /// Whether the job is Flux's, whose `gpu-affinity=per-task` leaves each task only its
     /// own GPUs and says so nowhere a task can read cheaply: the refusal names it.
     flux: bool,
+}
+
+/// What a split grant needs to adopt the job's GPUs once the scheduler names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ask {
+    /// The job and this node, as `scontrol` takes them.
+    job: String,
+    node: String,
+    /// Whether the task's vendor entries are positions in the step's list (constrained
+    /// devices), and which vendors' lists were set.
+    renumbered: bool,
+    vendors: [bool; VENDORS.len()],
+    /// Whether the scheduler was asked (and what it said, for the refusal).
+    answer: Option<Option<usize>>,
+}
+
+/// The task's vendor lists once the step's `k` GPUs are known (`known`): with
+/// constrained devices (`renumbered`) each set list is the positions `0..k` in the
+/// step's list; else they go, and Slurm's indices name the GPUs. Unknown: they go too
+/// (they name the task's own GPUs, not the job's).
+fn adopt(
+    lists: &mut [Option<Vec<String>>; VENDORS.len()],
+    vendors: [bool; VENDORS.len()],
+    renumbered: bool,
+    k: usize,
+    known: bool,
+) {
+    for (list, set) in lists.iter_mut().zip(vendors) {
+        if set {
+            *list = (renumbered && known).then(|| (0..k).map(|i| i.to_string()).collect());
+        }
+    }
 }
 
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
@@ -85,6 +123,7 @@ impl Grant {
         uuid: false,
         mig: None,
         split: None,
+        ask: None,
         flux: false,
     };
 
@@ -103,7 +142,7 @@ impl Grant {
         let mut slurm = first(&SCHEDULER_GPU_VARS);
         let count = binder_core::vendor::task_split(get).filter(|&k| k <= MAX_ENTRIES);
         let step = get(SCHEDULER_GPU_VARS[0]).map(|v| entries(&v));
-        let mut split = None;
+        let (mut split, mut ask) = (None, None);
         if let (Some(k), Some(task)) = (count, step) {
             // This task's GPUs, not the step's: the step's are the job's if Slurm
             // lists them, else (`split`) every GPU of a node that has `k`.
@@ -117,12 +156,22 @@ impl Grant {
                 .iter()
                 .flatten()
                 .any(|l| l.len() == task.len() && l.iter().zip(&task).any(|(a, b)| a != b));
-            let positions: Vec<String> = (0..k).map(|i| i.to_string()).collect();
-            for list in lists.iter_mut().filter(|l| l.is_some()) {
-                *list = (renumbered && job.is_some()).then(|| positions.clone());
-            }
+            let vendors = lists.each_ref().map(Option::is_some);
+            adopt(&mut lists, vendors, renumbered, k, job.is_some());
             split = job.is_none().then_some(k);
             slurm = job;
+            if let (true, [Some(job), Some(node)]) = (
+                split.is_some(),
+                binder_core::scheduler::SLURM_JOB_VARS.map(get),
+            ) {
+                ask = Some(Ask {
+                    job,
+                    node,
+                    renumbered,
+                    vendors,
+                    answer: None,
+                });
+            }
         }
         Grant {
             lists,
@@ -133,6 +182,7 @@ impl Grant {
             uuid: false,
             mig: None,
             split,
+            ask,
             flux: get("FLUX_JOB_ID").is_some(),
         }
     }
@@ -153,6 +203,42 @@ impl Grant {
     pub fn place_mig(mut self, read: impl FnOnce() -> Option<String>) -> Grant {
         if self.wants_mig_listing() {
             self.mig = Some(read().map_or_else(MigListing::default, |t| MigListing::parse(&t)));
+        }
+        self
+    }
+
+    /// The job and node to ask the scheduler about, where Slurm gave this task only some
+    /// of the step's GPUs and no variable names the step's (see [`Grant::place_split`]).
+    pub fn wants_job_gpus(&self) -> Option<(&str, &str)> {
+        self.ask
+            .as_ref()
+            .filter(|a| a.answer.is_none())
+            .map(|a| (a.job.as_str(), a.node.as_str()))
+    }
+
+    /// The same grant with the step's GPUs the scheduler names: `read` gives the job's
+    /// GPUs on this node (the host's `binder_core::scheduler::slurm_job_gpus`), which
+    /// are the step's when they are as many (a step that made its own allocation, as
+    /// `srun -n2 --gpus-per-task=1` outside `sbatch` does). Called only when
+    /// [`Grant::wants_job_gpus`] says so; asked at most once.
+    pub fn place_split(mut self, read: impl FnOnce(&str, &str) -> Option<String>) -> Grant {
+        let (Some(k), Some(ask)) = (self.split, self.ask.as_mut()) else {
+            return self;
+        };
+        if ask.answer.is_some() {
+            return self;
+        }
+        let job = read(&ask.job, &ask.node).map(|t| entries(&t));
+        ask.answer = Some(job.as_ref().map(Vec::len));
+        if let Some(job) = job.filter(|j| j.len() == k) {
+            let (vendors, renumbered) = (ask.vendors, ask.renumbered);
+            adopt(&mut self.lists, vendors, renumbered, k, true);
+            self.said.push(format!(
+                "scontrol show job: the job's GPUs here {}",
+                job.join(",")
+            ));
+            self.slurm = Some(job);
+            self.split = None;
         }
         self
     }
@@ -322,8 +408,15 @@ impl Grant {
         why.insert(0, format!("{all} in all"));
         let mut text = format!("for this job ({})", why.join("; "));
         if let Some(k) = self.split {
+            let asked = match self.ask.as_ref().and_then(|a| a.answer) {
+                Some(Some(n)) => format!(
+                    "; `scontrol show job -d` gives the job {n} GPU(s) here, so which {k} are the step's is unknown"
+                ),
+                Some(None) => "; `scontrol show job -d` did not say which".to_owned(),
+                None => String::new(),
+            };
             text.push_str(&format!(
-                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside an `sbatch` job with `--gpus` (SLURM_JOB_GPUS; not in `salloc` on Slurm 22.05): run the step there, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
+                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside an `sbatch` job with `--gpus` (SLURM_JOB_GPUS; not in `salloc` on Slurm 22.05){asked}: run the step there, give the step all the job's GPUs, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
             ));
         } else if self.said.iter().any(|s| s.ends_with("=-1")) {
             text.push_str(
@@ -495,6 +588,49 @@ mod tests {
         assert!(why.contains("SLURM_GPUS_ON_NODE=2"), "{why}");
         assert!(why.contains("--binder=SHAPE"), "{why}");
         assert!(!why.contains("--gpus-per-task"), "{why}");
+        // Outside one, the scheduler asked (`scontrol show job -d`), once: the job's GPUs
+        // here are the step's when they are as many.
+        let mut asking = task1.to_vec();
+        asking.extend([("SLURM_JOB_ID", "12"), ("SLURMD_NODENAME", "vm")]);
+        let g = grant(&asking);
+        assert_eq!(g.wants_job_gpus(), Some(("12", "vm")));
+        assert!(
+            grant(&task1).wants_job_gpus().is_none(),
+            "nothing to ask with"
+        );
+        let asked = g.clone().place_split(|job, node| {
+            assert_eq!((job, node), ("12", "vm"));
+            Some("1,3".into())
+        });
+        assert!(asked.wants_job_gpus().is_none());
+        assert_eq!(
+            kept(&asked, four()),
+            [(0, 1, "1".to_owned()), (1, 3, "3".to_owned())]
+        );
+        let again = asked.place_split(|_, _| panic!("scontrol asked twice"));
+        assert_eq!(kept(&again, four()).len(), 2);
+        // Constrained devices: positions in the step's list, as in a batch job.
+        let mut renumbered_asking = renumbered[..3].to_vec();
+        renumbered_asking.extend([("SLURM_JOB_ID", "12"), ("SLURMD_NODENAME", "vm")]);
+        let r = grant(&renumbered_asking).place_split(|_, _| Some("1,3".into()));
+        assert_eq!(
+            kept(&r, four()),
+            [(0, 1, "0".to_owned()), (1, 3, "1".to_owned())]
+        );
+        // A job with more GPUs here than the step (a step of `salloc --gpus=4`), or no
+        // answer: still unknown, and the refusal says what scontrol said.
+        for (answer, said) in [
+            (Some("0-3"), "gives the job 4 GPU(s) here"),
+            (None, "did not say which"),
+        ] {
+            let g = g.clone().place_split(|_, _| {
+                answer.map(|a| entries(&a.replace("0-3", "0,1,2,3")).join(","))
+            });
+            let none = g.apply(four());
+            assert!(none.is_empty());
+            let why = g.why_fewer(4, &none).unwrap();
+            assert!(why.contains(said), "{why}");
+        }
         // Flux's per-task GPU affinity: said, with the way out.
         let g = grant(&[("CUDA_VISIBLE_DEVICES", "1"), ("FLUX_JOB_ID", "f1")]);
         let why = g.why_fewer(4, &g.apply(four())).unwrap();
