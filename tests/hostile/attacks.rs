@@ -325,6 +325,26 @@ fn a_flood_of_names_in_the_ledger_root_does_not_hide_bob() {
     }
 }
 
+/// SEMANTICS §13.4: a co-tenant who holds the ledger root's link count still (a spare
+/// directory removed whenever another appears) does not hide bob's new directory from
+/// alice's next launch, made within 250 ms of her last listing: her cached read of the
+/// root is keyed by its ctime too, which nobody can set back.
+#[test]
+fn a_link_count_keeper_does_not_hide_a_new_user() {
+    let Some((out, err)) = two_cpu_scenario("keeper") else {
+        return;
+    };
+    let trials = 4;
+    for t in 1..=trials {
+        let bob = cpus_of(&out, &err, "bob", &format!("bob{t}"));
+        let alice = cpus_of(&out, &err, "alice", &format!("next{t}"));
+        assert!(
+            alice.is_disjoint(&bob),
+            "round {t}: alice's next job on bob's CPU {bob:?}:\n{out}\n{err}"
+        );
+    }
+}
+
 #[test]
 fn a_process_that_follows_alices_claims_never_sends_her_to_bob() {
     // alice's eight jobs run one after another (each may reuse the last one's CPU); every

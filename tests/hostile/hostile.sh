@@ -311,6 +311,47 @@ for i in range(int(sys.argv[1])):
   run bob bob 6
   run alice alice
   ;;
+keeper)
+  # SEMANTICS §13.4, the link-count keeper: 5,000 names and spare directories of
+  # mallory's in the ledger root, and a watcher of hers that removes a spare directory
+  # whenever the root's link count rises (a directory made there), so that it stays as it
+  # was. alice's short job lists the root (and shares that read); bob's first job makes
+  # his directory and holds a CPU; alice's next job, within 250 ms of her listing, must
+  # not land on bob's CPU. TRIALS rounds, each with fresh users' directories.
+  as mallory python3 -c '
+import os
+os.chdir("/dev/shm")
+for i in range(5000):
+    os.close(os.open("binder-ledger.junk%d" % i, os.O_CREAT | os.O_WRONLY, 0o644))
+for i in range(200):
+    os.mkdir("binder-ledger.spare%d" % i, 0o755)'
+  as mallory python3 -c '
+import os, time
+os.chdir("/dev/shm")
+spares = ["binder-ledger.spare%d" % i for i in range(200)]
+links = os.stat(".").st_nlink
+end = time.time() + 60
+while time.time() < end and spares:
+    now = os.stat(".").st_nlink
+    if now > links:
+        try:
+            os.rmdir(spares.pop())
+        except OSError:
+            pass
+        now = os.stat(".").st_nlink
+    links = now' &
+  sleep 0.3
+  for t in $(seq "${TRIALS:-4}"); do
+    # (Each round: bob's and alice's directories made anew, as new users' first jobs.)
+    rm -rf /dev/shm/binder-ledger."$(uid alice)"* /dev/shm/binder-ledger."$(uid bob)"*
+    run alice "first$t" 0
+    sleep 0.05
+    run bob "bob$t" 3
+    run alice "next$t" 0.2
+    pkill -u binder-bob sleep 2>/dev/null
+    sleep 0.4
+  done
+  ;;
 chaser)
   # mallory's process follows alice's claims: bound to whatever CPUs alice claims,
   # unbound as soon as she takes the claim back.

@@ -17,7 +17,7 @@ use super::fsio::{dirs_named, list_dir, open_dir};
 use super::kernel::{self, KernelView};
 use super::others::SCAN_BUDGET;
 use super::own_dir::PREFIX;
-use super::store::{Ledger, RootRead};
+use super::store::{Ledger, RootRead, Stamp};
 use super::Scan;
 use crate::procfs::Procs;
 
@@ -51,12 +51,14 @@ impl Ledger {
 
     fn scan_others_in(&self, procs: &dyn Procs, scan: &mut Scan, whole: bool) {
         let deadline = Instant::now() + SCAN_BUDGET;
-        // The root's link count before it is listed: a directory made after this look
-        // raises it, whether or not the listing below sees the directory.
+        // The root's stamp before it is listed (its link count and ctime): a name made
+        // or removed after this look changes it, whether or not the listing below sees
+        // the name, and no other user can set it back (`Stamp`).
         // (`st_nlink` is a u64 on x86_64 and a u32 on aarch64.)
         let st = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW).ok();
         #[allow(clippy::unnecessary_cast)]
         let links = st.as_ref().map_or(0, |st| st.st_nlink as u64);
+        let stamp = st.as_ref().and_then(Stamp::of);
         // A directory's size grows with its names (tmpfs: 20 bytes a name; ext4: a block
         // per few hundred): only a root this large can have had its read shared.
         let large = st.is_some_and(|st| st.st_size >= SHARED_ROOT_SIZE);
@@ -66,15 +68,15 @@ impl Ledger {
         // again, not the root's names. Settling, since this launch planned; planning,
         // since the user's last launch listed a root too large to list each time (a
         // flood of names: a second full listing cost each launch its whole budget).
-        if links >= 3 {
+        if let Some(stamp) = stamp.filter(|_| links >= 3) {
             let known = if whole {
                 large
-                    .then(|| super::shared::read_root(self.own_fd(), scan.me, links))
+                    .then(|| super::shared::read_root(self.own_fd(), scan.me, stamp))
                     .flatten()
             } else {
                 self.read_at.lock().map_or(None, |r| r.clone())
             };
-            if let Some(known) = known.filter(|r| r.links == links) {
+            if let Some(known) = known.filter(|r| r.stamp == Some(stamp)) {
                 self.remember(known.clone());
                 // (As below: with nobody's names in sight, `in-sight` takes no look.)
                 let nobody = known.dirs.is_empty() && known.incomplete.is_none();
@@ -120,7 +122,7 @@ impl Ledger {
         // other users' jobs on the machine).
         if names.is_empty() && complete {
             self.remember(RootRead {
-                links,
+                stamp,
                 dirs: Vec::new(),
                 incomplete: None,
             });
@@ -144,7 +146,7 @@ impl Ledger {
         // What is missing from the read of the root itself (not a /proc that could
         // not be listed: a later launch looks at /proc itself).
         let read = RootRead {
-            links,
+            stamp,
             dirs,
             incomplete: listed.or(reading.stopped.take()),
         };

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
 use super::kernel::{KernelView, Seen};
-use super::store::RootRead;
+use super::store::{RootRead, Stamp};
 use crate::procfs::Procs;
 
 /// How long a view taken by one launch serves the user's next ones: 100 ms still let a
@@ -89,26 +89,32 @@ fn read_fresh(dir: &impl AsFd, name: &str, me: u32) -> Option<String> {
 
 /// The name of the shared read of the ledger root in the user's own directory.
 pub(crate) const ROOT_NAME: &str = "rview";
-const ROOT_HEADER: &str = "binder-rview 1";
+const ROOT_HEADER: &str = "binder-rview 2";
 
 /// The other directories the user's last launch found in the ledger root within
-/// [`FRESH`], when the root's link count is still `links` (no directory made there
-/// since): a launch beside a flood of names reads them instead of listing the root
-/// again (a 400,000-name root takes the whole 250 ms budget to list).
-pub(crate) fn read_root(dir: &impl AsFd, me: u32, links: u64) -> Option<RootRead> {
+/// [`FRESH`], when the root's stamp is still `stamp` (no name made or removed there
+/// since: `super::store::Stamp`): a launch beside a flood of names reads them instead of
+/// listing the root again (a 400,000-name root takes the whole 250 ms budget to list).
+pub(crate) fn read_root(dir: &impl AsFd, me: u32, stamp: Stamp) -> Option<RootRead> {
     let text = read_fresh(dir, ROOT_NAME, me)?;
     let mut lines = text.lines();
     if lines.next()? != ROOT_HEADER {
         return None;
     }
+    let mut words = lines.next()?.strip_prefix("stamp ")?.split(' ');
+    let mut number = || words.next()?.parse::<i64>().ok();
+    let read_stamp = Stamp {
+        links: u64::try_from(number()?).ok()?,
+        ctime: (number()?, number()?),
+    };
+    if read_stamp != stamp {
+        return None;
+    }
     let mut read = RootRead {
-        links: lines.next()?.strip_prefix("links ")?.parse().ok()?,
+        stamp: Some(stamp),
         dirs: Vec::new(),
         incomplete: None,
     };
-    if read.links != links {
-        return None;
-    }
     for line in lines {
         if let Some(why) = line.strip_prefix("partial ") {
             read.incomplete = Some(why.to_owned());
@@ -125,7 +131,14 @@ pub(crate) fn read_root(dir: &impl AsFd, me: u32, links: u64) -> Option<RootRead
 
 /// Writes a read of the ledger root for the user's next launches (as [`write`] does).
 pub(crate) fn write_root(dir: &impl AsFd, read: &RootRead) {
-    let mut text = format!("{ROOT_HEADER}\nlinks {}\n", read.links);
+    // A root that had just changed is listed again by the next launch: nothing to share.
+    let Some(stamp) = read.stamp else {
+        return;
+    };
+    let mut text = format!(
+        "{ROOT_HEADER}\nstamp {} {} {}\n",
+        stamp.links, stamp.ctime.0, stamp.ctime.1
+    );
     if let Some(why) = &read.incomplete {
         text.push_str(&format!("partial {}\n", why.replace('\n', " ")));
     }

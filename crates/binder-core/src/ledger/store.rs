@@ -18,7 +18,7 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{self as rfs, AtFlags, FileType, FlockOperation, Mode, OFlags};
 
@@ -59,11 +59,12 @@ pub struct Ledger {
     pub(super) read_at: Arc<std::sync::Mutex<Option<RootRead>>>,
 }
 
-/// A read of the ledger root: its link count before the listing, the other directories
-/// read, and why the read was partial.
+/// A read of the ledger root: its stamp before the listing (`None`: the root had just
+/// changed, and the read is not reused), the other directories read, and why the read
+/// was partial.
 #[derive(Debug, Clone)]
 pub(crate) struct RootRead {
-    pub(crate) links: u64,
+    pub(crate) stamp: Option<Stamp>,
     pub(crate) dirs: Vec<String>,
     pub(crate) incomplete: Option<String>,
 }
@@ -380,8 +381,8 @@ impl Ledger {
         ) else {
             return false;
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let made = u64::try_from(st.st_mtime).unwrap_or(0);
         now.saturating_sub(made) < GRACE_SECS
@@ -534,4 +535,38 @@ fn stopped_holder(st: &rfs::Stat) -> Option<u32> {
 /// The name of a claim's confirmation marker.
 fn marker(pid: u32, start: u64) -> String {
     format!("ok.{pid}.{start}")
+}
+
+/// What says whether the ledger root changed since a read of it (SEMANTICS §13.4): its
+/// link count and its ctime. Any name made or removed there sets the ctime to the
+/// clock's time, and no user can set a ctime back: another user's `mkdir` then `rmdir`
+/// restores the link count, never the ctime, so a cached read keyed by both never hides
+/// a directory made since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) links: u64,
+    pub(crate) ctime: (i64, i64),
+}
+
+/// How long before a stamp is taken the root must have last changed for a read under
+/// it to be reused: the kernel sets a ctime from a coarse clock (a tick of 1 to 10 ms),
+/// so a change in the tick the stamp was taken in could leave the ctime as it was.
+const SETTLED: Duration = Duration::from_millis(30);
+
+impl Stamp {
+    /// The stamp of the root whose status is `st`, if a read under it may be reused:
+    /// its last change is older than [`SETTLED`] by this machine's clock.
+    pub(crate) fn of(st: &rustix::fs::Stat) -> Option<Stamp> {
+        #[allow(clippy::unnecessary_cast)]
+        let stamp = Stamp {
+            links: st.st_nlink as u64,
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+        let changed = Duration::new(
+            u64::try_from(stamp.ctime.0).ok()?,
+            u32::try_from(stamp.ctime.1).ok()?,
+        );
+        (now.checked_sub(changed)? >= SETTLED).then_some(stamp)
+    }
 }

@@ -421,6 +421,8 @@ fn settling_lists_the_root_again_once_a_directory_appears() {
     })
     .unwrap();
     let me = crate::procfs::Real;
+    // A read of a root that changed just now is not reused (`Stamp`): let it settle.
+    settle();
     let mut scan = Scan::default();
     ledger.scan_others(&me, &mut scan);
     assert!(scan.holders.is_empty());
@@ -430,7 +432,7 @@ fn settling_lists_the_root_again_once_a_directory_appears() {
             .lock()
             .unwrap()
             .as_ref()
-            .is_some_and(|r| r.links >= 3 && r.dirs.is_empty()),
+            .is_some_and(|r| r.stamp.is_some_and(|s| s.links >= 3) && r.dirs.is_empty()),
         "tmpfs and ext4 count subdirectories: the shortcut applies"
     );
     // A second directory appears, holding a claim of a live task (this one).
@@ -447,8 +449,8 @@ fn settling_lists_the_root_again_once_a_directory_appears() {
     let mut again = Scan::default();
     ledger.scan_claims_of_others(&me, &mut again);
     assert_eq!(again.gpus(), ["0000:07:00.0"], "{again:?}");
-    // Read again with the root unchanged: the directory found is read without a listing
-    // (a name that is not a directory, added since, changes no link count).
+    // A name that is not a directory, added since, changes the root's ctime: listed
+    // again, the one directory found again.
     std::fs::write(dir.join("binder-ledger.junk"), "").unwrap();
     let mut third = Scan::default();
     ledger.scan_claims_of_others(&me, &mut third);
@@ -555,6 +557,9 @@ fn a_large_roots_read_is_shared_until_a_directory_appears() {
         std::fs::rename(ledger.dir().join(&name), other.join(&name)).unwrap();
     };
     plant("00000000000000a1", "0000:0a:00.0");
+    // A spare directory of another user's (mallory's, in the attack below).
+    std::fs::create_dir(dir.join("binder-ledger.spare")).unwrap();
+    settle();
     let mut first = Scan::default();
     ledger.scan_others(&me, &mut first);
     assert_eq!(first.gpus(), ["0000:0a:00.0"]);
@@ -572,25 +577,28 @@ fn a_large_roots_read_is_shared_until_a_directory_appears() {
     next.scan_claims_of_others(&me, &mut settling);
     assert_eq!(settling.gpus(), ["0000:0a:00.0"]);
     assert_eq!(listings(), before, "the root was listed again");
-    // A directory made since changes the root's links: listed again, both read.
+    // A directory made since, and another user's spare one removed so that the link
+    // count is what it was (SEMANTICS §13.4, the link-count keeper): the ctime changed,
+    // so the root is listed again and both are read.
     plant("00000000000000b2", "0000:0b:00.0");
+    std::fs::remove_dir(dir.join("binder-ledger.spare")).unwrap();
+    settle();
     let mut third = Scan::default();
     Ledger::open(&env).unwrap().scan_others(&me, &mut third);
     assert_eq!(third.gpus(), ["0000:0a:00.0", "0000:0b:00.0"]);
     assert_eq!(listings(), before + 1);
     // A shared read naming a path is no read.
+    let st = rustix::fs::stat(&dir).unwrap();
+    let stamp = store::Stamp::of(&st).expect("settled above");
     std::fs::write(
         ledger.dir().join("rview"),
         format!(
-            "binder-rview 1\nlinks {}\ndir binder-ledger.x/../..\n",
-            std::fs::metadata(&dir)
-                .map(|m| std::os::unix::fs::MetadataExt::nlink(&m))
-                .unwrap()
+            "binder-rview 2\nstamp {} {} {}\ndir binder-ledger.x/../..\n",
+            stamp.links, stamp.ctime.0, stamp.ctime.1
         ),
     )
     .unwrap();
-    let links = std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(&dir).unwrap());
-    assert!(shared::read_root(ledger.own_fd(), ledger.uid(), links).is_none());
+    assert!(shared::read_root(ledger.own_fd(), ledger.uid(), stamp).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -660,4 +668,10 @@ fn a_late_read_still_reads_the_first_directories() {
     let (_, scan, stopped) = read(flood);
     assert!(stopped.is_some() && scan.incomplete.is_some(), "{scan:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Lets a scratch root's last change age past `Stamp`'s settling time, so that a read
+/// of it is cached (a read of a root changed just now is never reused).
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(40));
 }
