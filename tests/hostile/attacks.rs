@@ -345,6 +345,30 @@ fn a_link_count_keeper_does_not_hide_a_new_user() {
     }
 }
 
+/// SEMANTICS §13.4: a refusal is decided on a fresh look at the kernel. mallory's
+/// process, bound to every CPU bob's job does not hold while alice's first launch looks
+/// (refused, rightly), lets go; alice's next launch, within the 250 ms her first one's
+/// look is shared for, runs on the CPU now free instead of being refused on that look.
+#[test]
+fn a_binding_that_has_ended_refuses_nobody() {
+    let Some((out, err)) = two_cpu_scenario("ended") else {
+        return;
+    };
+    let bob = cpus_of(&out, &err, "bob", "bob");
+    for t in 1..=4 {
+        let held = out
+            .lines()
+            .find(|l| l.starts_with(&format!("run alice held{t} ")))
+            .unwrap_or_else(|| panic!("no held{t}:\n{out}\n{err}"));
+        assert!(held.contains("rc=125"), "every CPU was held: {held}\n{err}");
+        let free = cpus_of(&out, &err, "alice", &format!("free{t}"));
+        assert!(
+            free.is_disjoint(&bob),
+            "round {t}: alice on bob's CPU {bob:?}:\n{out}\n{err}"
+        );
+    }
+}
+
 #[test]
 fn a_process_that_follows_alices_claims_never_sends_her_to_bob() {
     // alice's eight jobs run one after another (each may reuse the last one's CPU); every

@@ -352,6 +352,43 @@ while time.time() < end and spares:
     sleep 0.4
   done
   ;;
+ended)
+  # SEMANTICS §13.4, a refusal on a fresh look: bob holds a CPU; mallory's process is
+  # bound to every other CPU while alice's first launch looks (alice is refused: every
+  # CPU is held, rightly), then lets go. alice's next launch, within 250 ms of the look
+  # her first one shared, must run on a CPU that is free now, not be refused on what
+  # that look saw. TRIALS rounds.
+  run bob bob 30
+  EXTRA=("BOB=$(cat "$scratch/bob.cpus")" "GO=$scratch/go")
+  as mallory python3 -c '
+import os, time
+every = os.sched_getaffinity(0)
+bob = set()
+for part in os.environ["BOB"].split(","):
+    a, _, b = part.partition("-")
+    bob.update(range(int(a), int(b or a) + 1))
+for t in range(1, 1 + int(os.environ.get("TRIALS", "4"))):
+    while not os.path.exists(os.environ["GO"] + "bind" + str(t)):
+        time.sleep(0.001)
+    os.sched_setaffinity(0, every - bob)
+    open("/tmp/binder-hostile-bound.%d" % t, "w").close()
+    while not os.path.exists(os.environ["GO"] + str(t)):
+        time.sleep(0.001)
+    os.sched_setaffinity(0, every)
+    open("/tmp/binder-hostile-free.%d" % t, "w").close()
+time.sleep(30)' &
+  EXTRA=()
+  for t in $(seq "${TRIALS:-4}"); do
+    touch "$scratch/gobind$t"
+    for _ in $(seq 500); do [ -e /tmp/binder-hostile-bound.$t ] && break; sleep 0.01; done
+    run alice "held$t" 0.2
+    touch "$scratch/go$t"
+    for _ in $(seq 500); do [ -e /tmp/binder-hostile-free.$t ] && break; sleep 0.001; done
+    run alice "free$t" 0.2
+    sleep 0.3
+  done
+  rm -f /tmp/binder-hostile-bound.* /tmp/binder-hostile-free.*
+  ;;
 chaser)
   # mallory's process follows alice's claims: bound to whatever CPUs alice claims,
   # unbound as soon as she takes the claim back.

@@ -108,6 +108,12 @@ pub trait Planner {
     ) -> Result<Planned, Self::Error>;
     /// Whether the job may share units with other jobs (`--share`, `options.share`).
     fn shares(&self) -> bool;
+    /// Whether `error` refuses the plan (worth a fresh look at the kernel before it
+    /// stands: SEMANTICS §13.4), rather than handing the launch on.
+    fn refuses(&self, error: &Self::Error) -> bool {
+        let _ = error;
+        true
+    }
 }
 
 /// How many times a task may move because other jobs' claims overlap its own.
@@ -341,6 +347,7 @@ impl Attempt<'_, '_> {
                 view_pack = Some((view, raw.pack));
             }
         }
+        let (mut looked_afresh, mut moved) = (false, false);
         for round in 1..=MAX_ROUNDS {
             let planned = match view_pack.take() {
                 Some(vp) => Ok(vp),
@@ -352,10 +359,27 @@ impl Attempt<'_, '_> {
             };
             let (view, pack) = match planned {
                 Ok(vp) => vp,
+                // A refusal is decided on a fresh look at the kernel (SEMANTICS §13.4),
+                // not on the view the user's launches share for 250 ms: a binding that
+                // ended since that look refuses nobody. Once per launch, and only where
+                // that view named a holder (a claim is always checked live, and another
+                // user's thousands of threads cost a fresh look).
+                Err(Stopped::Error(e))
+                    if !looked_afresh
+                        && round < MAX_ROUNDS
+                        && scan.stale
+                        && planner.refuses(&e) =>
+                {
+                    looked_afresh = true;
+                    ledger.look_afresh();
+                    own = ledger.list_own(self.procs);
+                    scan = self.scan(&own, &id, now, hz, err)?;
+                    continue;
+                }
                 // After a move, the units left may be taken by tasks that took this
                 // one's claim and are about to let go (another user's process that
                 // follows its claims): a moment later, the node is looked at again.
-                Err(Stopped::Error(_)) if round > 1 && round < MAX_ROUNDS => {
+                Err(Stopped::Error(_)) if moved && round < MAX_ROUNDS => {
                     std::thread::sleep(RETRY);
                     own = ledger.list_own(self.procs);
                     scan = self.scan(&own, &id, now, hz, err)?;
@@ -391,6 +415,7 @@ impl Attempt<'_, '_> {
             // Another job's task goes first: take the claim back and plan around it.
             ledger.withdraw(&name, self.me.0, self.me.1);
             self.claimed = None;
+            moved = true;
             if round == MAX_ROUNDS {
                 break;
             }

@@ -74,6 +74,11 @@ impl Planner for Warm<'_> {
         Err(Stop::HandOver)
     }
 
+    /// A hand-over is no refusal: `binder-full` plans (and looks again where it refuses).
+    fn refuses(&self, error: &Stop) -> bool {
+        !matches!(error, Stop::HandOver)
+    }
+
     /// Unknown without the parsed shape: a joining rank reads it from its job's plan,
     /// and anything else that would need it hands over to `binder-full`.
     fn shares(&self) -> bool {

@@ -271,6 +271,7 @@ pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Sca
             continue;
         };
         let confirmed = !SETTLING.contains(&stat.comm.as_str());
+        scan.stale |= view.stale;
         scan.holders.push(unclaimed(
             seen.uid,
             pid,

@@ -255,6 +255,9 @@ pub struct Scan {
     /// Whether the kernel's view of the other users' tasks was taken (it is whenever
     /// another user's ledger entry is in sight, or the ledger cannot be used).
     pub kernel: bool,
+    /// Whether a holder came from a view of the kernel that another launch took (shared
+    /// for 250 ms): a refusal then looks again first (SEMANTICS §13.4).
+    pub stale: bool,
     /// Why `/proc` hides other users' tasks from this one (`hidepid`, a PID namespace).
     pub hidden: Option<String>,
     /// CPUs that other users' unverifiable entries name (where `/proc` hides them): a

@@ -127,7 +127,9 @@ impl Ledger {
                 incomplete: None,
             });
             if whole && self.looks_always() {
-                if let Some(view) = super::shared::look(self.own_fd(), procs, scan.me) {
+                if let Some(view) =
+                    super::shared::look(self.own_fd(), procs, scan.me, self.afresh())
+                {
                     kernel::add_unclaimed(&view, procs, scan);
                 }
             }
@@ -161,7 +163,7 @@ impl Ledger {
 
     /// The kernel's view of the whole node (shared: `super::shared`), or why not.
     fn whole_view(&self, procs: &dyn Procs, scan: &mut Scan) -> Option<KernelView> {
-        let view = super::shared::look(self.own_fd(), procs, scan.me);
+        let view = super::shared::look(self.own_fd(), procs, scan.me, self.afresh());
         if view.is_none() {
             scan.incomplete = Some("/proc cannot be listed".into());
         }

@@ -33,13 +33,19 @@ pub(crate) const NAME: &str = "kview";
 const MAX_BYTES: u64 = 8 << 20;
 const HEADER: &str = "binder-kview 1";
 
-/// The view this user's last launch took within [`FRESH`], when there is one, else a new
-/// look, written for the next launches; `None` when `/proc` cannot be listed.
-pub(crate) fn look(dir: &impl AsFd, procs: &dyn Procs, me: u32) -> Option<KernelView> {
+/// The view this user's last launch took within [`FRESH`], when there is one and
+/// `afresh` is not asked, else a new look, written for the next launches; `None` when
+/// `/proc` cannot be listed.
+pub(crate) fn look(
+    dir: &impl AsFd,
+    procs: &dyn Procs,
+    me: u32,
+    afresh: bool,
+) -> Option<KernelView> {
     if !procs.shares_views() {
         return KernelView::look(procs, me);
     }
-    if let Some(view) = read(dir, me) {
+    if let Some(view) = (!afresh).then(|| read(dir, me)).flatten() {
         return Some(view);
     }
     let view = KernelView::look(procs, me)?;
@@ -270,25 +276,30 @@ mod tests {
         let node = Node {
             looks: Default::default(),
         };
-        let first = look(&fd, &node, me).unwrap();
-        let second = look(&fd, &node, me).unwrap();
+        let first = look(&fd, &node, me, false).unwrap();
+        let second = look(&fd, &node, me, false).unwrap();
         assert_eq!(
             node.looks.get(),
             1,
             "the second launch read the first's view"
         );
         assert!(second.whole && second.stale);
+        // A launch about to refuse looks afresh, whatever is shared (SEMANTICS §13.4).
+        let fresh = look(&fd, &node, me, true).unwrap();
+        assert_eq!(node.looks.get(), 2, "looked again");
+        assert!(!fresh.stale);
+        node.looks.set(1);
         // The bound process, as the look saw it; the unbound one holds nothing either way.
         assert_eq!(second.procs.get(&7), first.procs.get(&7));
         assert_eq!(second.procs[&7].cpus, [1]);
         assert!(!second.procs.contains_key(&8));
         // Past FRESH, a launch looks again.
         std::thread::sleep(FRESH);
-        look(&fd, &node, me).unwrap();
+        look(&fd, &node, me, false).unwrap();
         assert_eq!(node.looks.get(), 2);
         // A file of another shape is not a view: looked at again, and replaced.
         std::fs::write(dir.join(NAME), "junk\n").unwrap();
-        look(&fd, &node, me).unwrap();
+        look(&fd, &node, me, false).unwrap();
         assert_eq!(node.looks.get(), 3);
         assert!(std::fs::read_to_string(dir.join(NAME))
             .unwrap()

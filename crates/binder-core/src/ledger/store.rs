@@ -57,6 +57,9 @@ pub struct Ledger {
     /// while the root's link count stays, no directory was made there since, and a task
     /// settling its claim reads the same directories again without listing the root.
     pub(super) read_at: Arc<std::sync::Mutex<Option<RootRead>>>,
+    /// Whether this launch's next looks at the kernel are its own, not the user's
+    /// shared view ([`Ledger::look_afresh`]).
+    afresh: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A read of the ledger root: its stamp before the listing (`None`: the root had just
@@ -200,6 +203,7 @@ impl Ledger {
             own_fd: Arc::new(own_fd),
             fallback,
             read_at: Arc::default(),
+            afresh: Arc::default(),
             uid,
             wait: Duration::from_secs(wait),
             require,
@@ -222,6 +226,20 @@ impl Ledger {
     /// The ledger root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Makes this launch's next looks at the kernel fresh ones, not the view the user's
+    /// launches share for 250 ms (SEMANTICS §13.4: a refusal is decided on a fresh look,
+    /// so a binding that has ended since the shared look refuses nobody). The fresh view
+    /// is shared in turn.
+    pub fn look_afresh(&self) {
+        self.afresh
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Ledger::look_afresh`] was asked.
+    pub(crate) fn afresh(&self) -> bool {
+        self.afresh.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the kernel's view is taken with no other user's entry in sight too.
