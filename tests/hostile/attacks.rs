@@ -369,6 +369,30 @@ fn a_binding_that_has_ended_refuses_nobody() {
     }
 }
 
+/// SEMANTICS §13.4, limits fail closed: alice's launches under `ulimit -n 6`, `7` and
+/// `32` (soft and hard) cannot read where bob's job runs: each refuses with the one line
+/// that says so (it ran on bob's CPU before); with 64 she runs beside him.
+#[test]
+fn a_launch_that_cannot_open_enough_files_refuses() {
+    let Some((out, err)) = two_cpu_scenario("nofile") else {
+        return;
+    };
+    let bob = cpus_of(&out, &err, "bob", "bob");
+    for n in [6, 7, 32] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("run alice n{n} ")))
+            .unwrap_or_else(|| panic!("no n{n}:\n{out}\n{err}"));
+        assert!(line.contains("rc=125"), "ulimit -n {n}: {line}\n{err}");
+        assert!(
+            err.contains(&format!("open-file limit is {n} ")),
+            "ulimit -n {n}:\n{err}"
+        );
+    }
+    let alice = cpus_of(&out, &err, "alice", "n64");
+    assert!(alice.is_disjoint(&bob), "{out}\n{err}");
+}
+
 #[test]
 fn a_process_that_follows_alices_claims_never_sends_her_to_bob() {
     // alice's eight jobs run one after another (each may reuse the last one's CPU); every

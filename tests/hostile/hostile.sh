@@ -389,6 +389,21 @@ time.sleep(30)' &
   done
   rm -f /tmp/binder-hostile-bound.* /tmp/binder-hostile-free.*
   ;;
+nofile)
+  # SEMANTICS §13.4, limits fail closed: alice launches with a descriptor limit too low
+  # to read the ledger and the kernel's view (`ulimit -n N` for N in LIMITS) while bob's
+  # job holds a CPU: she runs on another CPU, or is refused, never on bob's.
+  run bob bob 30
+  for n in ${LIMITS:-6 7 32 64}; do
+    BIN_REAL=$BIN
+    BIN="$scratch/limited-$n.sh"
+    printf '#!/bin/sh\nulimit -n %s\nexec "%s" "$@"\n' "$n" "$BIN_REAL" >"$BIN"
+    chmod 755 "$BIN"
+    run alice "n$n" 0.2
+    BIN=$BIN_REAL
+    sleep 0.3
+  done
+  ;;
 chaser)
   # mallory's process follows alice's claims: bound to whatever CPUs alice claims,
   # unbound as soon as she takes the claim back.

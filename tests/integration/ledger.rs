@@ -421,17 +421,19 @@ fn a_low_open_file_limit_neither_blinds_the_launch_nor_reaches_the_task() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A warning is said once per launch (#45): the warm `binder` that hands a launch over to
-/// `binder-full` (here on a cold node cache) leaves the saying to it. A hard open-file
-/// limit of 5 makes /proc unlistable, so the ledger is read in part and says so.
+/// Limits fail closed (SEMANTICS §13.4): with a hard open-file limit of 5 a launch cannot
+/// read /proc or the ledger, so it refuses with one line (said once: the warm `binder`
+/// that hands the launch over to `binder-full`, here on a cold node cache, leaves the
+/// saying to it, #45), exit 125, and the task never runs. It used to run on what it could
+/// read, where another user's job may have been (#54: `ulimit -n 6`).
 #[test]
-fn a_warning_is_said_once_even_when_the_launch_is_handed_over() {
+fn a_hard_open_file_limit_too_low_to_look_refuses_once() {
     let cache = crate::common::scratch().join("said-once-cache");
     let _ = std::fs::remove_dir_all(&cache);
     let mut cmd = std::process::Command::new("sh");
     cmd.arg("-c")
         .arg(format!(
-            "ulimit -n 5; exec '{}' shapes/cores-packed.yaml -- true",
+            "ulimit -n 5; exec '{}' shapes/cores-packed.yaml -- echo ran",
             crate::common::binder_exe()
         ))
         .current_dir(crate::common::root());
@@ -443,9 +445,15 @@ fn a_warning_is_said_once_even_when_the_launch_is_handed_over() {
     }
     let out = cmd.env("BINDER_CACHE_DIR", &cache).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        stderr.matches("node ledger read in part").count(),
-        1,
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(125), "{stdout}{stderr}");
+    assert!(!stdout.contains("ran"), "the task ran: {stdout}{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("binder: ")
+            && lines[0].contains("open-file limit is 5")
+            && lines[0].contains("ulimit -n"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&cache);
@@ -476,4 +484,102 @@ fn tasks_of_one_job_started_at_once_join_one_plan() {
     let jobs: std::collections::BTreeSet<&str> = stdout.lines().collect();
     assert_eq!(stdout.lines().count(), n, "{stdout}{stderr}");
     assert_eq!(jobs.len(), 1, "{jobs:?}\n{stderr}");
+}
+
+/// SEMANTICS §13.4, a stop fails closed: a launch stopped while it holds its user's lock
+/// (here held at one system call by `strace`'s delay, as SIGSTOP or `scontrol suspend`
+/// would at any phase) makes the user's next launch fall back to the kernel's view, which
+/// cannot show the stopped one's CPU before it binds; that launch runs unclaimed. The
+/// stopped one, continued, must not run there: it looks at its user's own bound tasks
+/// before it runs. (Before: the two shared CPU 0 where the stop came before the binding
+/// or the claim's rename.)
+#[test]
+fn a_launch_stopped_at_any_phase_never_runs_on_a_job_started_meanwhile() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 || !crate::common::prerequisite(crate::common::has("strace"), "strace") {
+        return;
+    }
+    let dir = crate::common::scratch().join("stopped-phase");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = dir.join("one.yaml");
+    std::fs::write(&shape, "resources:\n  - type: core\n").unwrap();
+    let probe = |file: &std::path::Path| {
+        format!(
+            "grep Cpus_allowed_list /proc/self/status | cut -f2 > '{}'; exec sleep 2",
+            file.display()
+        )
+    };
+    for (call, when) in [
+        ("sched_setaffinity", 1),
+        ("rename", 1),
+        ("flock", 1),
+        ("execve", 2),
+    ] {
+        let ledger = crate::common::private_ledger();
+        let (a, b) = (
+            dir.join(format!("{call}{when}.a")),
+            dir.join(format!("{call}{when}.b")),
+        );
+        let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+        let mut first = Command::new("strace");
+        crate::common::isolated(&mut first)
+            .args(["-o", "/dev/null", "-f", "-e"])
+            .arg(format!("trace={call}"))
+            .arg("-e")
+            .arg(format!("inject={call}:delay_enter=700000:when={when}"))
+            .arg(crate::common::binder_exe())
+            .arg(&shape)
+            .args(["--", "sh", "-c", &probe(&a)])
+            .env("BINDER_LEDGER_DIR", &ledger)
+            .stderr(Stdio::piped())
+            // Each its own job (binder names a job without a launcher by its process
+            // group), as two `binder … &` lines of a shell are.
+            .process_group(0);
+        let mut first = first.spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let mut second = crate::common::binder();
+        second
+            .env("BINDER_LEDGER_DIR", &ledger)
+            .arg(&shape)
+            .args(["--", "sh", "-c", &probe(&b)])
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut second = second.spawn().unwrap();
+        // A probe's file exists before its line is written: wait for the lines.
+        let written =
+            |f: &std::path::Path| std::fs::read_to_string(f).is_ok_and(|t| t.ends_with('\n'));
+        for _ in 0..200 {
+            if written(&a) && written(&b) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (a_cpus, b_cpus) = (
+            std::fs::read_to_string(&a).unwrap_or_default(),
+            std::fs::read_to_string(&b).unwrap_or_default(),
+        );
+        let _ = (first.kill(), second.kill());
+        let (first, second) = (
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        );
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&first.stderr),
+            String::from_utf8_lossy(&second.stderr)
+        );
+        assert!(
+            !a_cpus.trim().is_empty() && !b_cpus.trim().is_empty(),
+            "{call}#{when}: a task did not run (a: {a_cpus:?}, b: {b_cpus:?}): {said}"
+        );
+        assert_ne!(
+            a_cpus.trim(),
+            b_cpus.trim(),
+            "{call}#{when}: both on one CPU: {said}"
+        );
+        let _ = std::fs::remove_dir_all(&ledger);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -109,11 +109,18 @@ pub fn launch<F: Front>(
 ) -> Result<Vec<(String, String)>, FrontError<F>> {
     // A launch reads /proc and the ledger through file descriptors: with `ulimit -n` at a
     // handful it could list neither and plan as if nobody ran (#45). The soft limit is
-    // raised for the launch (within the hard one) and given back before the task runs.
+    // raised for the launch (within the hard one) and given back before the task runs;
+    // where the hard limit keeps it too low, the launch refuses (SEMANTICS §13.4: limits
+    // fail closed) rather than run where it could not look.
     // A misspelt setting is one line, never silently the default (#54).
     crate::settings::check(&|k| env.var(k))
         .map_err(|why| FrontError::<F>::from(super::LaunchError::Setting(why)))?;
-    let _files = Files::enough();
+    let _files = Files::enough().map_err(|limit| {
+        FrontError::<F>::from(super::LaunchError::FileLimit {
+            limit,
+            need: LAUNCH_FILES,
+        })
+    })?;
     launch_inner(job, env, front, err)
 }
 
@@ -125,22 +132,23 @@ const LAUNCH_FILES: u64 = 64;
 struct Files(Option<rustix::process::Rlimit>);
 
 impl Files {
-    fn enough() -> Files {
+    /// Enough files for a launch, or the limit that stays too low.
+    fn enough() -> Result<Files, u64> {
         use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
         let now = getrlimit(Resource::Nofile);
-        let low = now.current.is_some_and(|c| c < LAUNCH_FILES);
-        if !low {
-            return Files(None);
+        let Some(current) = now.current.filter(|&c| c < LAUNCH_FILES) else {
+            return Ok(Files(None));
+        };
+        if now.maximum.is_some_and(|m| m < LAUNCH_FILES) {
+            return Err(current);
         }
-        let want = now.maximum.map_or(LAUNCH_FILES, |m| m.min(LAUNCH_FILES));
         let raised = Rlimit {
-            current: Some(want),
+            current: Some(LAUNCH_FILES),
             maximum: now.maximum,
         };
-        match setrlimit(Resource::Nofile, raised) {
-            Ok(()) => Files(Some(now)),
-            Err(_) => Files(None),
-        }
+        setrlimit(Resource::Nofile, raised)
+            .map(|()| Files(Some(now)))
+            .map_err(|_| current)
     }
 }
 

@@ -122,6 +122,10 @@ const MAX_ROUNDS: usize = 8;
 const RETRY: Duration = Duration::from_millis(20);
 /// How long a task waits for a later task that overlaps it to move or confirm.
 const SETTLE: Duration = Duration::from_millis(100);
+/// A launch whose process started longer ago than this may have been stopped, and a
+/// launch of its user's may have run without the ledger meanwhile
+/// (`Attempt::ran_meanwhile`).
+const STOPPED_AFTER: Duration = Duration::from_millis(100);
 
 /// How a ledgered launch stopped before its task could run.
 #[derive(Debug)]
@@ -202,6 +206,7 @@ pub fn claim<'l, P: Planner>(
         claimed: None,
         original: None,
         warned: Cell::new(false),
+        own_kernel: Cell::new(false),
         lineage: std::cell::OnceCell::new(),
         enclosing: env
             .var("BINDER_JOB")
@@ -240,6 +245,9 @@ struct Attempt<'a, 'j> {
     original: Option<Vec<usize>>,
     /// Whether the partial-scan and hidden-/proc warnings were printed (once a launch).
     warned: Cell<bool>,
+    /// Whether scans add the kernel's view of this user's own bound tasks of other jobs
+    /// (a launch that was stopped while it held the lock: `Attempt::ran_meanwhile`).
+    own_kernel: Cell<bool>,
     /// This process and its ancestors (`Procs::lineage`), read once when a scan first
     /// finds a holder: what they hold is this task's envelope, not another job's.
     lineage: std::cell::OnceCell<Vec<(u32, u64)>>,
@@ -402,6 +410,7 @@ impl Attempt<'_, '_> {
             } else {
                 self.settle(&claim, &scan)
             };
+            let settled = settled.filter(|_| !self.ran_meanwhile(&claim, &id));
             if let Some(seen) = settled {
                 // The marker tells a rival that started earlier and overlaps this claim
                 // that this task has read the others: it then moves instead of waiting.
@@ -429,6 +438,28 @@ impl Attempt<'_, '_> {
         ))
     }
 
+    /// Whether a task of this user's bound to some of `claim`'s CPUs started without the
+    /// ledger while this launch held the lock (SEMANTICS §13.4: a stop fails closed). A
+    /// launch stopped with the lock (SIGSTOP at any phase, `scontrol suspend`) makes the
+    /// user's next launches fall back to the kernel's view at once, and those run
+    /// unclaimed: where this one was not bound yet, on its CPUs. A launch whose process
+    /// started more than [`STOPPED_AFTER`] ago looks at its user's own bound tasks before
+    /// it runs, and from then on plans around them too; a quick one costs nothing.
+    fn ran_meanwhile(&self, claim: &Claim, id: &JobId) -> bool {
+        // Since this process started (a start time survives the hand-over to
+        // `binder-full`, which then looks again), in clock ticks.
+        let hz = ledger::clock_hz().max(1);
+        let ran_ms = ledger::now_ticks().saturating_sub(self.me.1) * 1000 / hz;
+        if self.own_kernel.get() || ran_ms < STOPPED_AFTER.as_millis() as u64 {
+            return false;
+        }
+        self.own_kernel.set(true);
+        let mut mine = Scan::new(self.ledger.uid());
+        ledger::kernel::add_own(self.procs, self.ledger.uid(), id, &mut mine);
+        self.not_mine(&mut mine.holders);
+        mine.overlaps(&claim.cpus, &[])
+    }
+
     /// What other jobs hold now (this user's other jobs, and every other user's).
     fn scan<E: From<LedgerError>>(
         &self,
@@ -445,7 +476,7 @@ impl Attempt<'_, '_> {
         self.ledger.scan_others(self.procs, &mut scan);
         // In a fallback directory, this user's other jobs may have claimed in another
         // one that a flood of names hid from this launch: the kernel shows them all.
-        if self.ledger.in_fallback() {
+        if self.ledger.in_fallback() || self.own_kernel.get() {
             ledger::kernel::add_own(self.procs, self.ledger.uid(), id, &mut scan);
         }
         self.not_mine(&mut scan.holders);

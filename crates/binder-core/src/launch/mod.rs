@@ -44,6 +44,15 @@ pub enum LaunchError {
     /// what it takes).
     #[error("{0}")]
     Setting(String),
+    /// The open-file limit is too low to read the ledger and the kernel's view, and the
+    /// hard limit keeps it there: the launch could not verify where others run.
+    #[error("a launch opens up to {need} files to see where other jobs run, but the open-file limit is {limit} (`ulimit -n`; its hard limit too): raise it (`ulimit -n 1024`), or run the task without binder")]
+    FileLimit {
+        /// The soft limit, raised as far as the hard one allows.
+        limit: u64,
+        /// What a launch needs.
+        need: u64,
+    },
     /// The kernel applied another set than asked for.
     #[error("asked the kernel for cpus {want} but the binding reads back as {got}; something else (a cgroup or a launcher) changes affinity")]
     NotApplied {
