@@ -111,6 +111,10 @@ pub struct Own {
     /// job's young plan needs none of it, and reading it made the n-th task of a job read
     /// the n-1 processes before it, under the user's lock (256 tasks: 32,640 reads).
     pub unread: Vec<OwnClaim>,
+    /// Temporary files of this user's launches (`.tmp.PID`, `kview.PID`, `rview.PID`)
+    /// other than this process's: one is written and renamed under the user's lock, so a
+    /// launch that finds another's was killed between the two ([`Ledger::tidy`]).
+    pub temps: Vec<String>,
 }
 
 impl Own {
@@ -325,8 +329,15 @@ impl Ledger {
         let Ok(mut listing) = rfs::Dir::read_from(&*self.own_fd) else {
             return own;
         };
+        let me = std::process::id().to_string();
         for_names(&mut listing, MAX_DIR_ENTRIES, |name, _| {
-            if let Some(part) = name.strip_prefix("job.") {
+            if [".tmp.", "kview.", "rview."]
+                .iter()
+                .find_map(|p| name.strip_prefix(p))
+                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && pid != me)
+            {
+                own.temps.push(name.to_owned());
+            } else if let Some(part) = name.strip_prefix("job.") {
                 own.plans.push(part.to_owned());
             } else if name.starts_with("ok.") {
                 own.markers.push(name.to_owned());
@@ -366,6 +377,15 @@ impl Ledger {
             }
         }
         budget = budget.saturating_sub(own.dead.len());
+        // Temporary files of killed launches (written and renamed under this lock, so
+        // another's is one that never reached its rename).
+        for name in std::mem::take(&mut own.temps) {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let _ = rfs::unlinkat(dir, name.as_str(), AtFlags::empty());
+        }
         // A plan is read only by its job's later ranks; when none of its tasks lives (a
         // launch writes its plan and its claim under this user's lock, so a plan without
         // a live claim is one whose tasks all ended), a late rank plans again.

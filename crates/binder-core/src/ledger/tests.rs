@@ -675,3 +675,32 @@ fn a_late_read_still_reads_the_first_directories() {
 fn settle() {
     std::thread::sleep(std::time::Duration::from_millis(40));
 }
+
+/// A launch killed between writing a temporary file and renaming it (`kview.PID`,
+/// `rview.PID`, a plan's `.tmp.PID`) leaves it behind; the next launch, under the same
+/// lock, removes it (#54: they were never tidied). This process's own are kept.
+#[test]
+fn temporary_files_of_killed_launches_are_tidied() {
+    let dir = root("temps");
+    let ledger = open(&dir);
+    let me = std::process::id();
+    let left = ["kview.999999", "rview.999999", ".tmp.999998"];
+    for name in left {
+        std::fs::write(ledger.dir().join(name), "x").unwrap();
+    }
+    let mine = format!("kview.{me}");
+    std::fs::write(ledger.dir().join(&mine), "x").unwrap();
+    // Names that only look alike are no temporary files.
+    std::fs::write(ledger.dir().join("kview"), "x").unwrap();
+    std::fs::write(ledger.dir().join("kview.x1"), "x").unwrap();
+    let mut own = ledger.list_own(&crate::procfs::Real);
+    assert_eq!(own.temps.len(), 3, "{:?}", own.temps);
+    ledger.tidy(&mut own);
+    for name in left {
+        assert!(!ledger.dir().join(name).exists(), "{name} left");
+    }
+    for name in [mine.as_str(), "kview", "kview.x1"] {
+        assert!(ledger.dir().join(name).exists(), "{name} removed");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
