@@ -191,9 +191,12 @@ pub fn claim<'l, P: Planner>(
     let Some(my_start) = procs.stat(me).map(|s| s.start) else {
         return Err(Stopped::Uncoordinated("cannot read /proc/self/stat".into()));
     };
-    let guard = ledger
-        .lock()
-        .map_err(|e| Stopped::Uncoordinated(e.to_string()))?;
+    let guard = ledger.lock().map_err(|e| {
+        // The launch runs on the kernel's view alone, unclaimed: a launch that holds
+        // the lock meanwhile looks for it before it runs (`Attempt::ran_meanwhile`).
+        ledger.mark_fallback();
+        Stopped::Uncoordinated(e.to_string())
+    })?;
     let mut flow = Attempt {
         ledger,
         key: format!(
@@ -443,14 +446,24 @@ impl Attempt<'_, '_> {
     /// launch stopped with the lock (SIGSTOP at any phase, `scontrol suspend`) makes the
     /// user's next launches fall back to the kernel's view at once, and those run
     /// unclaimed: where this one was not bound yet, on its CPUs. A launch whose process
-    /// started more than [`STOPPED_AFTER`] ago looks at its user's own bound tasks before
-    /// it runs, and from then on plans around them too; a quick one costs nothing.
+    /// started more than [`STOPPED_AFTER`] ago, and finds that a launch of its user's
+    /// fell back since it started (`Ledger::mark_fallback`), looks at its user's own
+    /// bound tasks before it runs, and from then on plans around them too; a quick one
+    /// costs nothing, a slow one a `statat`.
     fn ran_meanwhile(&self, claim: &Claim, id: &JobId) -> bool {
         // Since this process started (a start time survives the hand-over to
         // `binder-full`, which then looks again), in clock ticks.
         let hz = ledger::clock_hz().max(1);
         let ran_ms = ledger::now_ticks().saturating_sub(self.me.1) * 1000 / hz;
         if self.own_kernel.get() || ran_ms < STOPPED_AFTER.as_millis() as u64 {
+            return false;
+        }
+        // Only a launch that fell back since this one started ran unclaimed (one
+        // `statat`; a tick's rounding and a second's margin on the side of looking).
+        if !self
+            .ledger
+            .fell_back_since(Duration::from_millis(ran_ms + 1000))
+        {
             return false;
         }
         self.own_kernel.set(true);

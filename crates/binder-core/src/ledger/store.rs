@@ -35,6 +35,8 @@ pub(crate) const MAX_CLAIM_BYTES: u64 = 128 << 10;
 pub(crate) const MAX_PLAN_BYTES: u64 = 16 << 20;
 /// How long a launch waits for its own user's lock by default (`BINDER_LEDGER_WAIT`).
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 30;
+/// The file a launch that could not have its user's lock touches ([`Ledger::mark_fallback`]).
+const FALLBACK: &str = "fallback";
 /// The most of this user's dead files one launch removes.
 pub(crate) const MAX_REMOVALS: usize = 64;
 
@@ -264,6 +266,51 @@ impl Ledger {
     /// Whether `BINDER_LEDGER=require` asks to refuse rather than run uncoordinated.
     pub fn required(&self) -> bool {
         self.require
+    }
+
+    /// Says, in the user's own directory, that a launch of this user runs without the
+    /// ledger from now (its lock could not be had: a launch holding it is stopped, or
+    /// took too long): `fallback`, whose time a launch that held the lock meanwhile
+    /// compares with its own start ([`Ledger::fell_back_since`]).
+    pub fn mark_fallback(&self) {
+        if let Ok(fd) = rfs::openat(
+            &*self.own_fd,
+            FALLBACK,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            // A file that already existed keeps its time through O_TRUNC only when empty.
+            let _ = rfs::futimens(
+                &fd,
+                &rfs::Timestamps {
+                    last_access: rustix::fs::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: rfs::UTIME_NOW,
+                    },
+                    last_modification: rustix::fs::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: rfs::UTIME_NOW,
+                    },
+                },
+            );
+        }
+    }
+
+    /// Whether a launch of this user marked a fallback ([`Ledger::mark_fallback`]) in
+    /// the last `ago`: one `statat`.
+    pub(crate) fn fell_back_since(&self, ago: Duration) -> bool {
+        let Ok(st) = rfs::statat(&*self.own_fd, FALLBACK, AtFlags::SYMLINK_NOFOLLOW) else {
+            return false;
+        };
+        let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) else {
+            return true;
+        };
+        let marked = Duration::new(
+            u64::try_from(st.st_mtime).unwrap_or(0),
+            u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+        );
+        // (A clock that went back makes the mark look new: looked at, which is safe.)
+        now.saturating_sub(marked) <= ago
     }
 
     /// Takes this user's lock (its own 0600 file: no other user can open it, so none can

@@ -704,3 +704,17 @@ fn temporary_files_of_killed_launches_are_tidied() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A launch that could not have its user's lock marks that it runs unclaimed; a launch
+/// that held the lock meanwhile finds the mark with one look (SEMANTICS §13.4).
+#[test]
+fn a_fallback_is_marked_for_the_launch_that_held_the_lock() {
+    let dir = root("fallback");
+    let ledger = open(&dir);
+    assert!(!ledger.fell_back_since(std::time::Duration::from_secs(5)));
+    ledger.mark_fallback();
+    assert!(ledger.fell_back_since(std::time::Duration::from_secs(5)));
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert!(!ledger.fell_back_since(std::time::Duration::from_millis(20)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
