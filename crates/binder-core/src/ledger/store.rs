@@ -271,7 +271,7 @@ impl Ledger {
     /// Says, in the user's own directory, that a launch of this user runs without the
     /// ledger from now (its lock could not be had: a launch holding it is stopped, or
     /// took too long): `fallback`, whose time a launch that held the lock meanwhile
-    /// compares with its own start ([`Ledger::fell_back_since`]).
+    /// compares with its own start (`Ledger::fell_back_since`).
     pub fn mark_fallback(&self) {
         if let Ok(fd) = rfs::openat(
             &*self.own_fd,
