@@ -373,12 +373,13 @@ impl Attempt<'_, '_> {
                 // A refusal is decided on a fresh look at the kernel (SEMANTICS §13.4),
                 // not on the view the user's launches share for 250 ms: a binding that
                 // ended since that look refuses nobody. Once per launch, and only where
-                // that view named a holder (a claim is always checked live, and another
-                // user's thousands of threads cost a fresh look).
+                // that view's holders alone hold a CPU (a claim is always checked live,
+                // a claimed task's children run on its CPUs, and another user's
+                // thousands of threads cost a fresh look).
                 Err(Stopped::Error(e))
                     if !looked_afresh
                         && round < MAX_ROUNDS
-                        && scan.stale
+                        && scan.stale_decides()
                         && planner.refuses(&e) =>
                 {
                     looked_afresh = true;

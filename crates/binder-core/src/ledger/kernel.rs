@@ -271,7 +271,9 @@ pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Sca
             continue;
         };
         let confirmed = !SETTLING.contains(&stat.comm.as_str());
-        scan.stale |= view.stale;
+        if view.stale {
+            scan.stale.push(pid);
+        }
         scan.holders.push(unclaimed(
             seen.uid,
             pid,

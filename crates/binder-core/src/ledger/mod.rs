@@ -255,9 +255,10 @@ pub struct Scan {
     /// Whether the kernel's view of the other users' tasks was taken (it is whenever
     /// another user's ledger entry is in sight, or the ledger cannot be used).
     pub kernel: bool,
-    /// Whether a holder came from a view of the kernel that another launch took (shared
-    /// for 250 ms): a refusal then looks again first (SEMANTICS §13.4).
-    pub stale: bool,
+    /// The processes of holders that came from a view of the kernel another launch took
+    /// (shared for 250 ms): a refusal that only they decide looks again first
+    /// (SEMANTICS §13.4, [`Scan::stale_decides`]).
+    pub stale: Vec<u32>,
     /// Why `/proc` hides other users' tasks from this one (`hidepid`, a PID namespace).
     pub hidden: Option<String>,
     /// CPUs that other users' unverifiable entries name (where `/proc` hides them): a
@@ -280,6 +281,26 @@ pub struct Scan {
 pub(crate) const MAX_IGNORED: usize = 64;
 
 impl Scan {
+    /// Whether holders from a shared view of the kernel ([`Scan::stale`]) hold a CPU
+    /// that no other holder does: only then can a fresh look free one. (A claimed task's
+    /// children run where it does, unclaimed: they decide nothing.)
+    pub fn stale_decides(&self) -> bool {
+        if self.stale.is_empty() {
+            return false;
+        }
+        let (old, live): (Vec<&Holder>, Vec<&Holder>) = self
+            .holders
+            .iter()
+            .partition(|h| self.stale.contains(&h.claim.pid));
+        let held: BTreeSet<usize> = live
+            .iter()
+            .flat_map(|h| h.claim.cpus.iter().copied())
+            .collect();
+        old.iter()
+            .flat_map(|h| h.claim.cpus.iter())
+            .any(|c| !held.contains(c))
+    }
+
     /// An empty scan as user `me` sees the node.
     pub fn new(me: u32) -> Scan {
         Scan {

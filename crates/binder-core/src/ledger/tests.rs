@@ -718,3 +718,21 @@ fn a_fallback_is_marked_for_the_launch_that_held_the_lock() {
     assert!(!ledger.fell_back_since(std::time::Duration::from_millis(20)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A refusal looks at the kernel again only where holders from the shared view hold a
+/// CPU nothing else does (SEMANTICS §13.4): a claimed task's unclaimed children, on its
+/// CPUs, decide nothing, and another user's many threads then cost no second look.
+#[test]
+fn only_holders_of_a_shared_view_alone_call_for_a_fresh_look() {
+    let mut scan = Scan::default();
+    scan.holders.push(holder(10, 1, &[0], &[], true));
+    assert!(!scan.stale_decides(), "no holder from a shared view");
+    // A child of the claimed task, seen bound in the shared view, on its CPU.
+    scan.holders.push(holder(11, 2, &[0], &[], true));
+    scan.stale.push(11);
+    assert!(!scan.stale_decides());
+    // A process bound elsewhere, seen only in the shared view.
+    scan.holders.push(holder(12, 3, &[1], &[], true));
+    scan.stale.push(12);
+    assert!(scan.stale_decides());
+}
