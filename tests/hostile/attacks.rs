@@ -356,11 +356,8 @@ fn a_binding_that_has_ended_refuses_nobody() {
     };
     let bob = cpus_of(&out, &err, "bob", "bob");
     for t in 1..=4 {
-        let held = out
-            .lines()
-            .find(|l| l.starts_with(&format!("run alice held{t} ")))
-            .unwrap_or_else(|| panic!("no held{t}:\n{out}\n{err}"));
-        assert!(held.contains("rc=125"), "every CPU was held: {held}\n{err}");
+        // Every CPU was held.
+        refused(&out, &err, "alice", &format!("held{t}"));
         let free = cpus_of(&out, &err, "alice", &format!("free{t}"));
         assert!(
             free.is_disjoint(&bob),
@@ -379,11 +376,7 @@ fn a_launch_that_cannot_open_enough_files_refuses() {
     };
     let bob = cpus_of(&out, &err, "bob", "bob");
     for n in [6, 7, 32] {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("run alice n{n} ")))
-            .unwrap_or_else(|| panic!("no n{n}:\n{out}\n{err}"));
-        assert!(line.contains("rc=125"), "ulimit -n {n}: {line}\n{err}");
+        refused(&out, &err, "alice", &format!("n{n}"));
         assert!(
             err.contains(&format!("open-file limit is {n} ")),
             "ulimit -n {n}:\n{err}"
@@ -632,14 +625,27 @@ fn two_cpu_scenario(name: &str) -> Option<(String, String)> {
 
 /// The CPUs of `user`'s launch tagged `tag`, which must have run.
 fn cpus_of(out: &str, err: &str, user: &str, tag: &str) -> BTreeSet<usize> {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(&format!("run {user} {tag} ")))
-        .unwrap_or_else(|| panic!("no run of {user} tagged {tag}:\n{out}\n{err}"));
+    let line = run_of(out, err, user, tag);
     let (_, rc, _, cpus) = runs(line).pop().unwrap();
     assert_eq!(rc, 0, "{line}\n{err}");
     assert!(!cpus.is_empty(), "{line}\n{err}");
     cpus
+}
+
+/// The `run` line of `user`'s launch tagged `tag`.
+fn run_of<'o>(out: &'o str, err: &str, user: &str, tag: &str) -> &'o str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("run {user} {tag} ")))
+        .unwrap_or_else(|| panic!("no run of {user} tagged {tag}:\n{out}\n{err}"))
+}
+
+/// Asserts that `user`'s launch tagged `tag` was refused (exit 125).
+fn refused(out: &str, err: &str, user: &str, tag: &str) {
+    let line = run_of(out, err, user, tag);
+    assert!(
+        line.contains("rc=125"),
+        "{tag} was not refused: {line}\n{err}"
+    );
 }
 
 /// SEMANTICS §13.3, everyone's bound tasks count: bob's task bound where alice's ledger
