@@ -54,10 +54,7 @@ impl Ledger {
         // The root's stamp before it is listed (its link count and ctime): a name made
         // or removed after this look changes it, whether or not the listing below sees
         // the name, and no other user can set it back (`Stamp`).
-        // (`st_nlink` is a u64 on x86_64 and a u32 on aarch64.)
         let st = rfs::statat(rfs::CWD, self.root(), AtFlags::SYMLINK_NOFOLLOW).ok();
-        #[allow(clippy::unnecessary_cast)]
-        let links = st.as_ref().map_or(0, |st| st.st_nlink as u64);
         let stamp = st.as_ref().and_then(Stamp::of);
         // A directory's size grows with its names (tmpfs: 20 bytes a name; ext4: a block
         // per few hundred): only a root this large can have had its read shared.
@@ -68,7 +65,7 @@ impl Ledger {
         // again, not the root's names. Settling, since this launch planned; planning,
         // since the user's last launch listed a root too large to list each time (a
         // flood of names: a second full listing cost each launch its whole budget).
-        if let Some(stamp) = stamp.filter(|_| links >= 3) {
+        if let Some(stamp) = stamp.filter(|s| s.links >= 3) {
             let known = if whole {
                 large
                     .then(|| super::shared::read_root(self.own_fd(), scan.me, stamp))

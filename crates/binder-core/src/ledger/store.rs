@@ -273,27 +273,14 @@ impl Ledger {
     /// took too long): `fallback`, whose time a launch that held the lock meanwhile
     /// compares with its own start (`Ledger::fell_back_since`).
     pub fn mark_fallback(&self) {
-        if let Ok(fd) = rfs::openat(
+        // Opening with O_TRUNC sets its time, whether or not it existed: that is the mark
+        // (the descriptor is closed at once).
+        let _ = rfs::openat(
             &*self.own_fd,
             FALLBACK,
             OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
-        ) {
-            // A file that already existed keeps its time through O_TRUNC only when empty.
-            let _ = rfs::futimens(
-                &fd,
-                &rfs::Timestamps {
-                    last_access: rustix::fs::Timespec {
-                        tv_sec: 0,
-                        tv_nsec: rfs::UTIME_NOW,
-                    },
-                    last_modification: rustix::fs::Timespec {
-                        tv_sec: 0,
-                        tv_nsec: rfs::UTIME_NOW,
-                    },
-                },
-            );
-        }
+        );
     }
 
     /// Whether a launch of this user marked a fallback ([`Ledger::mark_fallback`]) in
@@ -641,6 +628,7 @@ const SETTLED: Duration = Duration::from_millis(30);
 impl Stamp {
     /// The stamp of the root whose status is `st`, if a read under it may be reused:
     /// its last change is older than [`SETTLED`] by this machine's clock.
+    /// (`st_nlink` is a u64 on x86_64 and a u32 on aarch64.)
     pub(crate) fn of(st: &rustix::fs::Stat) -> Option<Stamp> {
         #[allow(clippy::unnecessary_cast)]
         let stamp = Stamp {
