@@ -6,6 +6,7 @@ mod common;
 mod bad;
 mod cache;
 mod cli;
+mod convert_ompi;
 mod edges;
 mod executables;
 mod explain;

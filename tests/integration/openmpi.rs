@@ -246,12 +246,6 @@ in_parts!(catalog_shapes_agree_with_open_mpis_mapper:
     catalog_shapes_agree_with_open_mpis_mapper_part_3 = 2,
     catalog_shapes_agree_with_open_mpis_mapper_part_4 = 3);
 
-in_parts!(converted_open_mpi_lines_agree_with_open_mpis_mapper:
-    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_1 = 0,
-    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_2 = 1,
-    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_3 = 2,
-    converted_open_mpi_lines_agree_with_open_mpis_mapper_part_4 = 3);
-
 /// Part `part` of the shared XMLs.
 fn part_of(shared: &Path, part: usize) -> Vec<String> {
     all_topologies(shared)
@@ -318,88 +312,6 @@ fn catalog_shapes_agree_with_open_mpis_mapper(part: usize) {
     assert!(
         tally.get("Same").copied().unwrap_or(0) > 150 / PARTS,
         "{tally:?}"
-    );
-}
-
-/// `binder convert --from ompi` (#46): each Open MPI line's printed shape places every
-/// rank as Open MPI's own mapper does, on every shared XML that has the objects. Only
-/// lines whose binding level is the mapping level (see the module text); `np` is the
-/// count of the mapping object and, where it differs, a small or doubled count.
-fn converted_open_mpi_lines_agree_with_open_mpis_mapper(part: usize) {
-    let Some(shared) = shared() else { return };
-    if !require_tool("mpirun", "the Open MPI mapper comparison")
-        || !require_tool("hwloc-calc", "the Open MPI mapper comparison")
-    {
-        return;
-    }
-    // (options, the object counted for np). More ranks than objects is left out: Open
-    // MPI then fills by each object's free PUs (uneven on s390's books), binder keeps
-    // dealing round robin.
-    let lines: [(&str, &str); 5] = [
-        ("--map-by core --bind-to core", "core"),
-        (
-            "--map-by hwthread --bind-to hwthread --use-hwthread-cpus",
-            "pu",
-        ),
-        ("--map-by socket --bind-to socket", "package"),
-        ("--map-by numa --bind-to numa", "numa"),
-        ("--map-by l3cache --bind-to l3cache", "l3cache"),
-    ];
-    let dir = crate::common::scratch().join("convert-ompi");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut same = 0;
-    let mut wrong = Vec::new();
-    let mut known = 0;
-    for (i, (line, object)) in lines.iter().enumerate() {
-        let words: Vec<&str> = line.split(' ').collect();
-        let out = binder()
-            .args(["convert", "--from", "ompi", "--"])
-            .args(&words)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
-        let shape = dir.join(format!("line{i}.yaml"));
-        std::fs::write(&shape, &out.stdout).unwrap();
-        for name in part_of(&shared, part) {
-            let xml = topology(&shared, &name);
-            let n: usize = hwloc_calc_lines(&xml, &["-N", object, "all"], &[])
-                .first()
-                .and_then(|l| l.trim().parse().ok())
-                .unwrap_or(0);
-            if n == 0 {
-                continue;
-            }
-            // The guide's one deliberate difference: NUMA nodes with the same CPUs (KNL's
-            // DDR and MCDRAM) are one container to binder, two mapping targets to Open MPI.
-            if *object == "numa" {
-                let nodes = crate::common::hwloc_objects(&xml, "numa");
-                let sets: std::collections::BTreeSet<&Vec<usize>> = nodes.values().collect();
-                if sets.len() < nodes.len() {
-                    known += 1;
-                    continue;
-                }
-            }
-            let mut nps = vec![n, 3.min(n)];
-            nps.dedup();
-            for np in nps {
-                let ours = binder_bindings_of(&xml, &shape, np);
-                let theirs = ompi_for(&xml, np, &words, ours.is_some());
-                match (&theirs, &ours) {
-                    (Some(a), Some(b)) if a == b => same += 1,
-                    (None, None) => {}
-                    _ => wrong.push(format!(
-                        "{name} -np {np} {line}: Open MPI {theirs:?}, binder {ours:?}"
-                    )),
-                }
-            }
-        }
-    }
-    eprintln!("Open MPI conversions, part {}: {same} agreed", part + 1);
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(same > 100 / PARTS, "only {same} comparisons agreed");
-    assert!(
-        known <= 2,
-        "{known} topologies with memory-only NUMA siblings"
     );
 }
 

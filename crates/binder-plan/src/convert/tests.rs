@@ -47,25 +47,40 @@ fn open_mpi() {
     // One PU of each core; whole cores over PUs.
     assert!(body(Peer::Ompi, "--map-by core --bind-to hwthread")
         .contains("type: pu\n            count: 1\n"));
-    assert!(body(Peer::Ompi, "--map-by hwthread --bind-to core").contains("  bind: core\n"));
     assert_eq!(
         body(Peer::Ompi, "--bind-to none"),
         "options:\n  bind: none\nresources:\n  - type: machine\n"
     );
     // Oversubscription, as a flag or a mapping modifier.
+    // Open MPI shares a core only where the binding allows overload.
     for line in [
-        "--oversubscribe --map-by core",
-        "--map-by core:OVERSUBSCRIBE",
+        "--oversubscribe --map-by core --bind-to core:overload-allowed",
+        "--map-by core:OVERSUBSCRIBE --bind-to core:overload-allowed",
     ] {
         assert!(
             body(Peer::Ompi, line).starts_with("options:\n  oversubscribe: true\n"),
             "{line}"
         );
     }
+    let got = convert(Peer::Ompi, &words("--map-by core:OVERSUBSCRIBE")).unwrap();
+    assert!(!got.shape.contains("oversubscribe"), "{}", got.shape);
+    assert!(
+        got.notes.iter().any(|n| n.contains("overload-allowed")),
+        "{got:?}"
+    );
     let got = convert(Peer::Ompi, &words("-np 4 --map-by core")).unwrap();
     assert!(got.notes.iter().any(|n| n.contains("-np 4")), "{got:?}");
     for bad in [
         "--map-by core --rank-by socket",
+        // Lines Open MPI 4.1 itself refuses, and two ranks a core (a shape cannot say).
+        "--map-by core:PE=2",
+        "--map-by hwthread:PE=2",
+        "--map-by l3cache:PE=2 --bind-to l3cache",
+        "--map-by socket:PE=2 --bind-to numa",
+        "--map-by hwthread --bind-to core",
+        "--use-hwthread-cpus --map-by hwthread --bind-to core",
+        "-np 0",
+        "--bind-to core:sometimes",
         "--map-by dist:span",
         "--bind-to board:x --map-by foo",
         "--mca x y",
@@ -74,6 +89,68 @@ fn open_mpi() {
     ] {
         assert!(convert(Peer::Ompi, &words(bad)).is_err(), "{bad}");
     }
+}
+
+/// Open MPI 4.1's defaults and hardware-thread spellings, as its mapper applies them
+/// (`rmaps_base_map_job.c`: no mapping is by core for 2 processes or fewer, else by NUMA
+/// node; `rmaps_base_binding.c`: a binding below the mapping object takes the least used
+/// object inside it). Each expectation is the shape a person writes for that rule.
+#[test]
+fn open_mpi_41_defaults_and_hwthreads() {
+    let scatter = |over: &str, unit: &str, count: usize| {
+        format!("options:\n  pattern: scatter\nresources:\n  - type: {over}\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: {unit}\n            count: {count}\n")
+    };
+    // No --map-by: by NUMA node above 2 processes, by core (PU) for 1 or 2.
+    assert_eq!(
+        body(Peer::Ompi, "-np 8 --bind-to core"),
+        scatter("numa", "core", 1)
+    );
+    assert_eq!(
+        body(Peer::Ompi, "--bind-to core"),
+        scatter("numa", "core", 1)
+    );
+    assert_eq!(body(Peer::Ompi, "-np 2 --bind-to core"), SLOT_CORE);
+    assert_eq!(
+        body(Peer::Ompi, "-np 2 --bind-to hwthread"),
+        SLOT_CORE.replace("type: core", "type: pu")
+    );
+    let got = convert(Peer::Ompi, &words("--bind-to core")).unwrap();
+    assert!(got.notes.iter().any(|n| n.contains("-np 2")), "{got:?}");
+    // No --bind-to either: bound to the NUMA node above 2 processes.
+    assert!(body(Peer::Ompi, "-np 8").contains("  bind: numa\n"));
+    assert!(!body(Peer::Ompi, "-np 2").contains("bind:"));
+    // --cpus-per-proc alone is numa:PE=n, bound to cores.
+    assert_eq!(
+        body(Peer::Ompi, "-np 2 --cpus-per-rank 2"),
+        scatter("numa", "core", 2)
+    );
+    // A socket's next PU (a core's siblings first), not one PU of each core.
+    assert_eq!(
+        body(Peer::Ompi, "--map-by socket --bind-to hwthread"),
+        scatter("socket", "pu", 1)
+    );
+    assert_eq!(
+        body(Peer::Ompi, "--map-by socket:PE=2 --bind-to hwthread"),
+        scatter("socket", "pu", 2)
+    );
+    // PUs as slots: every core one rank before any takes a second.
+    assert_eq!(
+        body(
+            Peer::Ompi,
+            "--use-hwthread-cpus --map-by core --bind-to hwthread"
+        ),
+        scatter("core", "pu", 1)
+    );
+    // Below the mapping object: the next L3 of the NUMA node, dealt again once each has one.
+    assert_eq!(
+        body(Peer::Ompi, "--map-by numa --bind-to l3cache"),
+        scatter("numa", "l3cache", 1).replace(
+            "  pattern: scatter\n",
+            "  pattern: scatter\n  oversubscribe: true\n"
+        )
+    );
+    // Above it: the task's core, bound wider.
+    assert!(body(Peer::Ompi, "--map-by l3cache --bind-to socket").contains("  bind: socket\n"));
 }
 
 #[test]
@@ -224,13 +301,8 @@ fn numactl_and_hwloc_bind() {
 
 #[test]
 fn a_hostile_word_never_reaches_the_yaml() {
-    let line = vec![
-        "--map-by".to_owned(),
-        "core".to_owned(),
-        "-np".to_owned(),
-        "4\nresources: []".to_owned(),
-    ];
-    let got = convert(Peer::Ompi, &line).unwrap();
+    let line = vec!["-n".to_owned(), "4\nresources: []".to_owned()];
+    let got = convert(Peer::Slurm, &line).unwrap();
     assert_eq!(got.shape.lines().next().unwrap().matches('#').count(), 1);
     assert!(!got.shape.contains("\nresources: []"), "{}", got.shape);
     crate::shape::Shape::from_yaml(&got.shape, "t").unwrap();
@@ -259,7 +331,7 @@ fn the_catalogs_peer_shapes_are_the_conversions() {
         catalog(include_str!("../../../../shapes/cores-nomultithread.yaml"))
     );
     assert_eq!(
-        body(Peer::Ompi, "--map-by core:PE=2 --bind-to core"),
+        body(Peer::Ompi, "--map-by slot:PE=2 --bind-to core"),
         catalog(include_str!("../../../../shapes/cores-2-per-task.yaml"))
     );
 }
