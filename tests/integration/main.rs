@@ -7,6 +7,7 @@ mod bad;
 mod cache;
 mod cli;
 mod convert_ompi;
+mod convert_rules;
 mod edges;
 mod executables;
 mod explain;

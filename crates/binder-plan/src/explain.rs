@@ -57,6 +57,12 @@ fn write(
     writeln!(out, "# {header}: {n} task{}", if n == 1 { "" } else { "s" })?;
     let choice = unit::choose(shape);
     writeln!(out, "unit: {}", unit_reason(shape, choice))?;
+    if choice.slurm_auto {
+        writeln!(
+            out,
+            "  bind: slurm-auto widens each task's cpuset as Slurm's task/affinity does without --cpu-bind: to whole sockets when the tasks' CPUs are as many as the node's whole sockets, to whole cores when as many as its whole cores, kept when as many as its PUs, else to the whole allocation"
+        )?;
+    }
     if let Some(width) = choice.width {
         writeln!(
             out,

@@ -42,6 +42,9 @@ pub struct UnitChoice {
     /// this type that its units touch (SEMANTICS §11). The unit itself still comes from
     /// rules 2–3; the rule is reported as explicit.
     pub width: Option<ObjType>,
+    /// `bind: slurm-auto`: the width is chosen after dealing, by Slurm's rule (SEMANTICS
+    /// §11); the unit comes from rules 2–3.
+    pub slurm_auto: bool,
 }
 
 impl Unit {
@@ -81,13 +84,14 @@ pub fn choose(shape: &Shape) -> UnitChoice {
         Some(Bind::Core) => Some(Unit::Core),
         Some(Bind::Pu) => Some(Unit::Pu),
         Some(Bind::None) => Some(Unit::None),
-        Some(Bind::GpuLocal | Bind::GpuRemote | Bind::Width(_)) | None => None,
+        Some(Bind::GpuLocal | Bind::GpuRemote | Bind::Width(_) | Bind::SlurmAuto) | None => None,
     };
     if let Some(unit) = explicit {
         return UnitChoice {
             unit,
             rule: Rule::Explicit,
             width: None,
+            slurm_auto: false,
         };
     }
     let items = shape.items();
@@ -103,11 +107,19 @@ pub fn choose(shape: &Shape) -> UnitChoice {
             unit,
             rule: Rule::Explicit,
             width: Some(width),
+            slurm_auto: false,
+        },
+        Some(Bind::SlurmAuto) => UnitChoice {
+            unit,
+            rule: Rule::Explicit,
+            width: None,
+            slurm_auto: true,
         },
         _ => UnitChoice {
             unit,
             rule,
             width: None,
+            slurm_auto: false,
         },
     }
 }

@@ -114,6 +114,9 @@ pub(crate) struct Want {
     pub fixed: Option<(&'static str, String)>,
     /// Whether `fixed` names objects by the kernel's numbers (`os_index:`).
     pub fixed_os: bool,
+    /// The object `fixed` lies in (`hwloc-bind socket:1.core:0-1`): its type and index
+    /// list; `fixed` is then the child's type and a count.
+    pub within: Option<(&'static str, String)>,
     /// Each task's own objects by the kernel's numbers, in rank order (Slurm's
     /// `map_cpu`/`mask_cpu`): the type and its list, written as `ranks:` rules.
     pub per_rank: Vec<(&'static str, String)>,
@@ -133,6 +136,7 @@ impl Default for Want {
             oversubscribe: false,
             fixed: None,
             fixed_os: false,
+            within: None,
             per_rank: Vec::new(),
         }
     }
@@ -183,6 +187,18 @@ impl Want {
                     "  {rank}:\n    resources:\n      - type: {kind}\n        os_index: {list}\n"
                 ));
             }
+            return out;
+        }
+        if let (Some((parent, pi)), Some((kind, n))) = (&self.within, &self.fixed) {
+            let pick = match (pi.as_str(), self.fixed_os) {
+                ("" | "all", _) => "count",
+                (_, true) => "os_index",
+                (_, false) => "index",
+            };
+            let pi = if pi.is_empty() { "all" } else { pi };
+            out.push_str(&format!(
+                "  - type: {parent}\n    {pick}: {pi}\n    with:\n      - type: {kind}\n        count: {n}\n"
+            ));
             return out;
         }
         if let Some((kind, index)) = &self.fixed {

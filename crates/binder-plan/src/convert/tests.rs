@@ -155,10 +155,11 @@ fn open_mpi_41_defaults_and_hwthreads() {
 
 #[test]
 fn slurm() {
-    // Slurm's default within a node (block:cyclic), -c 2 CPUs = 2 PUs, bound to them.
+    // Slurm's default within a node (block:cyclic), -c 2 CPUs = 2 PUs, bound by
+    // task/affinity's automatic rule (dist_tasks.c): `bind: slurm-auto`.
     assert_eq!(
         body(Peer::Slurm, "-c 2"),
-        "options:\n  pattern: scatter\nresources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: pu\n            count: 2\n"
+        "options:\n  pattern: scatter\n  bind: slurm-auto\nresources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: pu\n            count: 2\n"
     );
     // --hint=nomultithread: k cores, one PU each; block: packed.
     assert_eq!(
@@ -166,6 +167,16 @@ fn slurm() {
         "resources:\n  - type: slot\n    count: all\n    with:\n      - type: core\n        count: 2\n        with:\n          - type: pu\n            count: 1\n"
     );
     assert!(body(Peer::Slurm, "--cpu-bind=cores -m *:block").contains("  bind: core\n"));
+    // Hints bind explicitly (proc_args.c `verify_hint`): no automatic binding.
+    assert!(body(Peer::Slurm, "--hint=compute_bound").contains("  bind: core\n"));
+    assert!(!body(Peer::Slurm, "--hint=multithread").contains("bind:"));
+    // `-m block` is the node level; within the node Slurm deals cyclic.
+    let got = convert(Peer::Slurm, &words("-m block")).unwrap();
+    assert!(got.shape.contains("pattern: scatter"), "{}", got.shape);
+    assert!(
+        got.notes.iter().all(|n| !n.contains("no --distribution")),
+        "{got:?}"
+    );
     assert!(body(Peer::Slurm, "--cpu-bind=sockets").contains("  bind: socket\n"));
     assert!(body(Peer::Slurm, "--overcommit -m *:block").contains("  oversubscribe: true\n"));
     assert!(body(Peer::Slurm, "-O -m *:block").contains("  oversubscribe: true\n"));
@@ -287,9 +298,33 @@ fn numactl_and_hwloc_bind() {
         body(Peer::HwlocBind, "core:4-7"),
         "resources:\n  - type: core\n    index: 4-7\n"
     );
+    // As hwloc-bind reads them: locations after --membind bind memory, to NUMA nodes.
     assert_eq!(
-        body(Peer::HwlocBind, "--membind socket:1"),
+        body(Peer::HwlocBind, "--cpubind socket:1 --membind socket:1"),
         "options:\n  membind: local\nresources:\n  - type: socket\n    index: 1\n"
+    );
+    assert_eq!(
+        body(Peer::HwlocBind, "--membind numa:0 --cpubind core:1"),
+        "options:\n  membind: local\n  memory: 0\nresources:\n  - type: core\n    index: 1\n"
+    );
+    assert!(body(Peer::HwlocBind, "--membind numa:1").contains("  bind: none\n"));
+    assert!(convert(Peer::HwlocBind, &words("--membind socket:1"))
+        .unwrap_err()
+        .0
+        .contains("numa:N"));
+    // One level inside another: the socket's first two cores.
+    assert_eq!(
+        body(Peer::HwlocBind, "socket:1.core:0-1"),
+        "resources:\n  - type: socket\n    index: 1\n    with:\n      - type: core\n        count: 2\n"
+    );
+    assert!(convert(Peer::HwlocBind, &words("socket:1.core:2-3"))
+        .unwrap_err()
+        .0
+        .contains("--li"));
+    // numactl -l falls back when the node is full: preferred, not a strict bind.
+    assert_eq!(
+        body(Peer::Numactl, "-l"),
+        "options:\n  membind: preferred\n".to_owned() + SLOT_CORE
     );
     assert!(convert(Peer::HwlocBind, &words("core:0 pu:1")).is_err());
     assert!(convert(Peer::HwlocBind, &words("core:0;rm")).is_err());

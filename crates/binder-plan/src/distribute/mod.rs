@@ -96,6 +96,9 @@ pub(crate) fn distribute(
     if let Some(width) = request.unit.width {
         widen(topology, width, &mut plan, origin)?;
     }
+    if request.unit.slurm_auto {
+        width::slurm_auto(topology, &mut plan, origin)?;
+    }
     // GPUs follow CPUs: tasks not placed by their GPUs take the GPUs nearest their cpuset.
     if request.locality == Locality::Any {
         if let Some(g) = request.gpus_per_task {

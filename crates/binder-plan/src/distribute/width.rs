@@ -62,6 +62,75 @@ pub(super) fn widen(
     Ok(())
 }
 
+/// What Slurm's automatic binding chose for a plan (`bind: slurm-auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AutoBinding {
+    /// The tasks' CPUs are as many as the node's whole sockets: each task its sockets.
+    Sockets,
+    /// As many as its whole cores: each task its cores.
+    Cores,
+    /// As many as its PUs: each task the PUs it was dealt.
+    Threads,
+    /// None of those: every task the whole allocation (Slurm's "auto binding off").
+    Allocation,
+}
+
+/// Slurm's automatic binding (`lllp_distribution` in `task/affinity/dist_tasks.c`, for a
+/// step without `--cpu-bind`), on binder's pool: with `m` the PUs dealt to all tasks
+/// (Slurm's tasks × `--cpus-per-task`), whole sockets when `m` is the count of sockets all
+/// of whose PUs the allocation holds and none is held in part, else whole cores alike,
+/// else the dealt PUs when `m` is every allowed PU, else the whole allocation for every
+/// task. Slurm compares a CPU count with a socket count, and so does this: `srun -n 2` on
+/// a two-socket node binds each task to a socket.
+pub(super) fn slurm_auto(
+    topology: &Topology,
+    plan: &mut Plan,
+    origin: &str,
+) -> Result<AutoBinding, DistributeError> {
+    let allowed = topology.allowed();
+    let whole = |kind: ObjType| -> (usize, usize) {
+        let mut whole = 0;
+        let mut part = 0;
+        for o in topology.objects(kind) {
+            let set = crate::topology::cpus(o);
+            let held = set.iter_set().filter(|&p| allowed.is_set(p)).count();
+            if held == 0 {
+                continue;
+            }
+            if held == set.iter_set().count() {
+                whole += 1;
+            } else {
+                part += 1;
+            }
+        }
+        (whole, part)
+    };
+    let dealt: usize = plan.tasks.iter().map(|t| t.cpuset.iter_set().count()).sum();
+    let (sockets, part_sockets) = whole(ObjType::Package);
+    let (cores, part_cores) = whole(ObjType::Core);
+    let threads = allowed.iter_set().count();
+    let chosen = if dealt == sockets && part_sockets == 0 {
+        AutoBinding::Sockets
+    } else if dealt == cores && part_cores == 0 {
+        AutoBinding::Cores
+    } else if dealt == threads {
+        AutoBinding::Threads
+    } else {
+        AutoBinding::Allocation
+    };
+    match chosen {
+        AutoBinding::Sockets => widen(topology, ObjType::Package, plan, origin)?,
+        AutoBinding::Cores => widen(topology, ObjType::Core, plan, origin)?,
+        AutoBinding::Threads => {}
+        AutoBinding::Allocation => {
+            for task in &mut plan.tasks {
+                task.cpuset = allowed.clone();
+            }
+        }
+    }
+    Ok(chosen)
+}
+
 /// `width` as a shape writes it after `bind:`.
 pub(super) fn width_word(width: ObjType) -> &'static str {
     match width {

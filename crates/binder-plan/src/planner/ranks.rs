@@ -99,6 +99,7 @@ pub(super) fn plan(
                 unit: unit::Unit::None,
                 rule: unit::Rule::Explicit,
                 width: None,
+                slurm_auto: false,
             },
             pattern: shape.pattern(),
             reverse: shape.reverse(),
@@ -128,6 +129,7 @@ pub(super) fn plan(
             unit: unit::Unit::None,
             rule: unit::Rule::Explicit,
             width: None,
+            slurm_auto: false,
         }),
     };
     // Each group's GPU numbers index its own list (later groups see fewer GPUs): the merged

@@ -23,10 +23,11 @@ pub(super) fn render(
     } else {
         format!(", {}", plan.locality)
     };
-    let width = plan
-        .unit
-        .width
-        .map_or_else(String::new, |w| format!(", width {}", w.hwloc_name()));
+    let width = match plan.unit.width {
+        Some(w) => format!(", width {}", w.hwloc_name()),
+        None if plan.unit.slurm_auto => ", Slurm's auto binding".to_owned(),
+        None => String::new(),
+    };
     let slots = match plan.slots {
         0 => String::new(),
         1 => ", 1 slot".to_owned(),

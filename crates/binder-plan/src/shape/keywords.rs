@@ -118,6 +118,11 @@ pub enum Bind {
     /// Widen each task's cpuset to the whole objects of this type its units touch
     /// (Open MPI `--bind-to package|numa|l3cache|l2cache`, SEMANTICS §11).
     Width(ObjType),
+    /// Slurm's automatic binding (`task/affinity` without `--cpu-bind`, `dist_tasks.c`):
+    /// the tasks' CPUs as dealt, widened to whole sockets when the tasks' CPUs are as many
+    /// as the node's whole sockets, to whole cores when as many as its whole cores, kept
+    /// when as many as its PUs, else every task the whole allocation.
+    SlurmAuto,
 }
 
 impl Keyword for Bind {
@@ -129,6 +134,7 @@ impl Keyword for Bind {
         ("none", Bind::None),
         ("gpu-local", Bind::GpuLocal),
         ("gpu-remote", Bind::GpuRemote),
+        ("slurm-auto", Bind::SlurmAuto),
         ("package", Bind::Width(ObjType::Package)),
         ("socket", Bind::Width(ObjType::Package)),
         ("die", Bind::Width(ObjType::Die)),

@@ -453,11 +453,25 @@ pub fn memory_nodes(
                 kind => format!("{os} ({kind})"),
             })
             .collect();
+        let mut allowed: Vec<usize> = nodes.iter().map(|n| n.0).collect();
+        allowed.sort_unstable();
+        // `near` itself failed where the task's CPUs lie in no node the job may use (a
+        // NUMA node taken away by the cgroup): only numbers help then.
+        let instead = if described.is_empty() {
+            format!(
+                "give the numbers of nodes the job may use ({}), or drop `membind`",
+                binder_core::cpulist::cpu_list(&allowed)
+            )
+        } else if memory.name() == "near" {
+            "give the nodes' numbers".to_owned()
+        } else {
+            "use `memory: near`, or give the nodes' numbers".to_owned()
+        };
         return Err(format!(
-            "`memory: {}` finds no such NUMA node near cpus {}: near them hwloc has node {}; use `memory: near`, or give the nodes' numbers",
+            "`memory: {}` finds no such NUMA node near cpus {}: near them hwloc has node {}; {instead}",
             memory.name(),
             cpus,
-            if described.is_empty() { "none".to_owned() } else { described.join(", ") }
+            if described.is_empty() { "none the job may use".to_owned() } else { described.join(", ") }
         ));
     }
     if policy == binder_core::view::MemPolicy::Preferred {

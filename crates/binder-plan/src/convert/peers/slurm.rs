@@ -31,7 +31,10 @@ pub(in crate::convert) fn slurm(
     let mut cpus = 1usize;
     let mut cpu_bind = None;
     let mut second = None;
+    let mut first_given = false;
     let mut nomultithread = false;
+    // `--hint`'s binding (proc_args.c `verify_hint`): threads, or cores.
+    let mut hint_bind = None;
     for (opt, value) in pairs(words, &valued)? {
         match opt.as_str() {
             "--cpu-bind" | "--cpu_bind" => cpu_bind = Some(value),
@@ -41,14 +44,20 @@ pub(in crate::convert) fn slurm(
                 if first.starts_with("plane") || first == "arbitrary" {
                     return refuse(format!("`{opt}={value}`: `{first}` places tasks on nodes, which binder leaves to Slurm; give the second level (block, cyclic) alone as `*:LEVEL`"));
                 }
+                first_given = true;
                 second = levels.next().map(str::to_owned);
             }
             "--cpus-per-task" | "-c" => cpus = count(&opt, &value)?,
             "--hint" => match value.as_str() {
-                "nomultithread" => nomultithread = true,
-                "multithread" | "compute_bound" | "memory_bound" => notes.push(format!(
-                    "`--hint={value}` left out: its placement is Slurm's default here"
-                )),
+                "nomultithread" => {
+                    nomultithread = true;
+                    hint_bind = Some("threads");
+                }
+                "multithread" => hint_bind = Some("threads"),
+                "compute_bound" | "memory_bound" => {
+                    hint_bind = Some("cores");
+                    notes.push(format!("`--hint={value}` binds to cores (converted so); which sockets and cores Slurm allocates is the allocation's"));
+                }
                 _ => return refuse(format!("`--hint={value}`: Slurm's hints are nomultithread, multithread, compute_bound and memory_bound")),
             },
             "--threads-per-core" => nomultithread |= count(&opt, &value)? == 1,
@@ -110,7 +119,9 @@ pub(in crate::convert) fn slurm(
     match second.as_deref() {
         None | Some("cyclic") | Some("*") if want.over.is_none() => {
             want.over = Some("socket");
-            if second.is_none() {
+            if second.is_none() && first_given {
+                notes.push("`-m` with one level places tasks on nodes; within a node Slurm deals them cyclic over sockets (block with SelectTypeParameters=CR_Core_Default_Dist_Block: write `*:block` for that)".into());
+            } else if second.is_none() {
                 notes.push("no --distribution: Slurm's default within a node is block:cyclic, tasks round robin over sockets".into());
             }
         }
@@ -119,12 +130,12 @@ pub(in crate::convert) fn slurm(
         Some("fcyclic") => return refuse("`fcyclic` gives each CPU of a task from the next socket in turn; a shape gives a task its units together: use `cyclic` (tasks round robin over sockets)"),
         Some(other) => return refuse(format!("`{other}`: binder converts the block, cyclic and fcyclic levels")),
     }
-    let bind = cpu_bind.unwrap_or_else(|| {
-        notes.push(
-            "no --cpu-bind: task/affinity binds to the task's CPUs (threads); converted so".into(),
-        );
-        "threads".into()
-    });
+    let Some(bind) = cpu_bind.or(hint_bind.map(str::to_owned)) else {
+        // task/affinity's automatic binding (dist_tasks.c `lllp_distribution`).
+        want.bind = Some("slurm-auto");
+        notes.push("no --cpu-bind: Slurm's task/affinity binds each task to whole sockets when tasks x -c equals the allocation's whole sockets, to whole cores when it equals its whole cores, to the task's CPUs when it equals its CPUs, else to the whole allocation (`bind: slurm-auto` does the same on the node's allocation; TaskPluginParam=autobind is a site's other default)".into());
+        return Ok(want);
+    };
     for word in bind.split(',') {
         match word {
             "verbose" | "quiet" | "v" | "q" => {}
@@ -147,7 +158,8 @@ pub(in crate::convert) fn slurm(
 /// Slurm's `map_cpu:`, `mask_cpu:`, `map_ldom:` and `mask_ldom:` lists: each task's
 /// objects by the kernel's numbers (a map: one number per task, decimal or `0x` hex; a
 /// mask: hex bits per task), with `*N` repeating an entry. Returns (`pu` or `numa`, each
-/// task's list). An object given to two tasks is refused: shapes do not oversubscribe.
+/// task's list). An object given to two tasks is refused: a shape's rank rules give each
+/// rank CPUs of its own (`oversubscribe: true` does not apply to `ranks:`).
 fn slurm_map(list: &str) -> Result<Vec<(&'static str, String)>, ConvertError> {
     let (how, entries) = list.split_once(':').unwrap_or((list, ""));
     let (kind, mask) = match how {
@@ -198,7 +210,7 @@ fn slurm_map(list: &str) -> Result<Vec<(&'static str, String)>, ConvertError> {
             }
             for &o in &objects {
                 if let Some(first) = owner.insert(o, task) {
-                    return refuse(format!("`{how}` gives {kind} {o} to tasks {first} and {task}; a shape gives each task CPUs of its own (it does not oversubscribe): name other CPUs, or bind with `--cpu-bind=none` and no binder"));
+                    return refuse(format!("`{how}` gives {kind} {o} to tasks {first} and {task}; a shape's rank rules give each rank CPUs of its own (`oversubscribe: true` does not apply to them): name other CPUs, or bind with `--cpu-bind=none` and no binder"));
                 }
             }
             out.push((kind, binder_core::cpulist::cpu_list(&objects)));
