@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XMLS = os.path.join(ROOT, "fixtures", "topologies")
-HOST = os.uname().nodename
+HOST = os.uname().nodename.split(".")[0]
 
 # (family, Open MPI's options). np is 1, 2, 3, the count of the line's mapping object
 # and the node's cores (or PUs, with --use-hwthread-cpus) over its PE.

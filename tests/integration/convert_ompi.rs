@@ -197,7 +197,14 @@ fn ask_ompi(xml: &Path, line: &str, np: usize) -> Theirs {
     .first()
     .and_then(|l| l.trim().parse().ok())
     .unwrap_or(1);
+    // Open MPI names this node by its host name without the domain.
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or("localhost")
+        .to_owned();
     let mut last = Theirs::Refused;
     // mpirun beside other mpiruns now and then prints no map at all: ask up to 3 times.
     for _ in 0..3 {
@@ -206,7 +213,7 @@ fn ask_ompi(xml: &Path, line: &str, np: usize) -> Theirs {
             .arg(xml)
             .args(["--do-not-launch", "--mca", "rmaps_base_verbose", "10"])
             .arg("--host")
-            .arg(format!("{}:{slots}", host.trim()))
+            .arg(format!("{host}:{slots}"))
             .args(["-np", &np.to_string()])
             .args(line.split_whitespace())
             .arg("true")
