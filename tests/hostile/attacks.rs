@@ -366,6 +366,24 @@ fn a_binding_that_has_ended_refuses_nobody() {
     }
 }
 
+/// SEMANTICS §13.4, a momentary binding steers and never refuses: mallory's process is
+/// bound to every CPU bob's job does not hold half the time (5 ms on, 5 ms off); each of
+/// alice's 12 launches runs (it refused 8 of 20 before), and none on bob's CPU.
+#[test]
+fn a_process_bound_half_the_time_refuses_nobody() {
+    let Some((out, err)) = two_cpu_scenario("duty") else {
+        return;
+    };
+    let bob = cpus_of(&out, &err, "bob", "bob");
+    for t in 1..=12 {
+        let alice = cpus_of(&out, &err, "alice", &format!("d{t}"));
+        assert!(
+            alice.is_disjoint(&bob),
+            "launch {t}: alice on bob's CPU {bob:?}:\n{out}\n{err}"
+        );
+    }
+}
+
 /// SEMANTICS §13.4, limits fail closed: alice's launches under `ulimit -n 6`, `7` and
 /// `32` (soft and hard) cannot read where bob's job runs: each refuses with the one line
 /// that says so (it ran on bob's CPU before); with 64 she runs beside him.

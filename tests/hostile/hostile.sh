@@ -389,6 +389,32 @@ time.sleep(30)' &
   done
   rm -f /tmp/binder-hostile-bound.* /tmp/binder-hostile-free.*
   ;;
+duty)
+  # SEMANTICS §13.4, a momentary binding steers: bob holds a CPU; mallory's process is
+  # bound to every other CPU half the time (5 ms bound, 5 ms unbound). alice launches
+  # TRIALS times: each runs (on a CPU mallory lets go of), never refused, never on bob's.
+  run bob bob 30
+  EXTRA=("BOB=$(cat "$scratch/bob.cpus")")
+  as mallory python3 -c '
+import os, time
+every = os.sched_getaffinity(0)
+bob = set()
+for part in os.environ["BOB"].split(","):
+    a, _, b = part.partition("-")
+    bob.update(range(int(a), int(b or a) + 1))
+end = time.time() + 20
+while time.time() < end:
+    os.sched_setaffinity(0, every - bob)
+    time.sleep(0.005)
+    os.sched_setaffinity(0, every)
+    time.sleep(0.005)' &
+  EXTRA=()
+  sleep 0.2
+  for t in $(seq "${TRIALS:-12}"); do
+    run alice "d$t" 0.1
+    sleep 0.2
+  done
+  ;;
 nofile)
   # SEMANTICS §13.4, limits fail closed: alice launches with a descriptor limit too low
   # to read the ledger and the kernel's view (`ulimit -n N` for N in LIMITS) while bob's

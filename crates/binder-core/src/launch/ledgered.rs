@@ -116,6 +116,13 @@ pub trait Planner {
     }
 }
 
+/// How long a refusal that only unclaimed bound processes decide waits for one of them
+/// to let go (looking every `WATCH_EVERY`), and the most threads a process may have to
+/// be watched (a larger one is looked at once, where the fresh look saw it).
+const WATCH: Duration = Duration::from_millis(40);
+const WATCH_EVERY: Duration = Duration::from_millis(2);
+const WATCH_THREADS: usize = 64;
+
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
 /// How long a task that moved waits before looking again when no units are left.
@@ -358,7 +365,7 @@ impl Attempt<'_, '_> {
                 view_pack = Some((view, raw.pack));
             }
         }
-        let (mut looked_afresh, mut moved) = (false, false);
+        let (mut looked_afresh, mut moved, mut watched) = (false, false, false);
         for round in 1..=MAX_ROUNDS {
             let planned = match view_pack.take() {
                 Some(vp) => Ok(vp),
@@ -386,6 +393,20 @@ impl Attempt<'_, '_> {
                     ledger.look_afresh();
                     own = ledger.list_own(self.procs);
                     scan = self.scan(&own, &id, now, hz, err)?;
+                    continue;
+                }
+                // A refusal that bound processes no claim accounts for decide stands only
+                // if they keep holding for a moment (SEMANTICS §13.4): one that lets go
+                // within it (bound half the time, a chaser) steers and never refuses.
+                Err(Stopped::Error(e))
+                    if !watched && round < MAX_ROUNDS && planner.refuses(&e) && {
+                        watched = true;
+                        let gone = self.let_go(&scan.unclaimed_deciders());
+                        let before = scan.holders.len();
+                        scan.holders.retain(|h| !gone.contains(&h.claim.pid));
+                        scan.holders.len() < before
+                    } =>
+                {
                     continue;
                 }
                 // After a move, the units left may be taken by tasks that took this
@@ -472,6 +493,44 @@ impl Attempt<'_, '_> {
         ledger::kernel::add_own(self.procs, self.ledger.uid(), id, &mut mine);
         self.not_mine(&mut mine.holders);
         mine.overlaps(&claim.cpus, &[])
+    }
+
+    /// Which of `pids` (bound processes of other users that no claim accounts for) let
+    /// go of their CPUs, or end, within [`WATCH`]: looked at every [`WATCH_EVERY`], each
+    /// thread's affinity as the kernel's view reads it, until every one was seen letting
+    /// go once. One that holds throughout holds; a process of more than
+    /// [`WATCH_THREADS`] threads is not watched (the fresh look saw it bound).
+    fn let_go(&self, pids: &[u32]) -> Vec<u32> {
+        let mut watched: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|&p| {
+                self.procs
+                    .threads(p)
+                    .is_none_or(|t| t.len() <= WATCH_THREADS)
+            })
+            .collect();
+        if watched.is_empty() {
+            return Vec::new();
+        }
+        let everywhere = self.procs.everywhere();
+        let mut gone = Vec::new();
+        let until = Instant::now() + WATCH;
+        loop {
+            watched.retain(|&p| {
+                let free = self.procs.threads(p).is_none_or(|t| {
+                    ledger::kernel::bound_cpus(everywhere.as_deref(), &t).is_empty()
+                });
+                if free {
+                    gone.push(p);
+                }
+                !free
+            });
+            if watched.is_empty() || Instant::now() >= until {
+                return gone;
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
     }
 
     /// What other jobs hold now (this user's other jobs, and every other user's).

@@ -281,6 +281,25 @@ pub struct Scan {
 pub(crate) const MAX_IGNORED: usize = 64;
 
 impl Scan {
+    /// The processes the kernel alone shows holding a CPU no other holder holds (bound
+    /// processes no claim accounts for, `pid:` jobs): a refusal they decide stands only
+    /// if they keep holding (SEMANTICS §13.4, a momentary binding steers).
+    pub fn unclaimed_deciders(&self) -> Vec<u32> {
+        let unclaimed = |h: &&Holder| h.owner != self.me && h.claim.job.0.starts_with("pid:");
+        let held: BTreeSet<usize> = self
+            .holders
+            .iter()
+            .filter(|h| !unclaimed(h))
+            .flat_map(|h| h.claim.cpus.iter().copied())
+            .collect();
+        self.holders
+            .iter()
+            .filter(unclaimed)
+            .filter(|h| h.claim.cpus.iter().any(|c| !held.contains(c)))
+            .map(|h| h.claim.pid)
+            .collect()
+    }
+
     /// Whether holders from a shared view of the kernel ([`Scan::stale`]) hold a CPU
     /// that no other holder does: only then can a fresh look free one. (A claimed task's
     /// children run where it does, unclaimed: they decide nothing.)

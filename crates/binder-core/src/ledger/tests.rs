@@ -736,3 +736,28 @@ fn only_holders_of_a_shared_view_alone_call_for_a_fresh_look() {
     scan.stale.push(12);
     assert!(scan.stale_decides());
 }
+
+/// A refusal waits for a moment on the bound processes no claim accounts for only where
+/// they alone hold a CPU (SEMANTICS §13.4, a momentary binding steers): another user's,
+/// never the looking user's own, and not where a claimed task holds the CPU too.
+#[test]
+fn only_unclaimed_processes_holding_a_cpu_alone_are_watched() {
+    let unclaimed = |pid: u32, owner: u32, cpus: &[usize]| {
+        let mut h = holder(pid, 1, cpus, &[], true);
+        h.owner = owner;
+        h.claim.job = JobId(format!("pid:{pid}"));
+        h
+    };
+    let mut scan = Scan::new(1000);
+    scan.holders.push(holder(10, 1, &[0], &[], true));
+    assert!(scan.unclaimed_deciders().is_empty(), "a claim only");
+    // Another user's bound process on the claimed CPU decides nothing.
+    scan.holders.push(unclaimed(11, 1001, &[0]));
+    assert!(scan.unclaimed_deciders().is_empty());
+    // The looking user's own bound task elsewhere is not watched.
+    scan.holders.push(unclaimed(12, 1000, &[1]));
+    assert!(scan.unclaimed_deciders().is_empty());
+    // Another user's bound process alone on a CPU is.
+    scan.holders.push(unclaimed(13, 1001, &[2, 0]));
+    assert_eq!(scan.unclaimed_deciders(), vec![13]);
+}
