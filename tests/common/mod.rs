@@ -334,3 +334,41 @@ pub(crate) fn host_xml_with_gpus(n: usize) -> Option<PathBuf> {
     std::fs::write(&path, format!("{}{gpus}{}", &xml[..at], &xml[at..])).unwrap();
     Some(path)
 }
+
+/// Each rank's PUs (ascending) as `binder --dry-run --format json` plans `shape` on
+/// `xml` for `np` tasks, or `None` where binder refuses (exit 125, asserted).
+pub(crate) fn dry_run_cpus(xml: &Path, shape: &Path, np: usize) -> Option<Vec<Vec<usize>>> {
+    let out = binder()
+        .args([
+            "--dry-run",
+            "--format",
+            "json",
+            "--local-size",
+            &np.to_string(),
+        ])
+        .arg(shape)
+        .arg("--topology")
+        .arg(xml)
+        .output()
+        .unwrap();
+    if out.status.code() != Some(0) {
+        assert_eq!(out.status.code(), Some(125), "{out:?}");
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    Some(
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let mut pus: Vec<usize> = v["cpus"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_u64().unwrap() as usize)
+                    .collect();
+                pus.sort_unstable();
+                pus
+            })
+            .collect(),
+    )
+}

@@ -149,43 +149,6 @@ impl Tally {
     }
 }
 
-/// Plans `shape` on `xml` for `np` tasks: each rank's PUs, or `None` where refused.
-fn plan(xml: &Path, shape: &Path, np: usize) -> Option<Vec<Vec<usize>>> {
-    let out = binder()
-        .args([
-            "--dry-run",
-            "--format",
-            "json",
-            "--local-size",
-            &np.to_string(),
-        ])
-        .arg(shape)
-        .arg("--topology")
-        .arg(xml)
-        .output()
-        .unwrap();
-    if out.status.code() != Some(0) {
-        assert_eq!(out.status.code(), Some(125), "{out:?}");
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).unwrap();
-    Some(
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let mut pus: Vec<usize> = v["cpus"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c.as_u64().unwrap() as usize)
-                    .collect();
-                pus.sort_unstable();
-                pus
-            })
-            .collect(),
-    )
-}
-
 /// The installed mpirun's answer for one row (as the table was recorded).
 fn ask_ompi(xml: &Path, line: &str, np: usize) -> Theirs {
     let hwthreads = line.contains("--use-hwthread-cpus");
@@ -357,7 +320,7 @@ fn converted_lines_place_as_open_mpi_41(part: usize) {
                 }
             }
             Ok(path) => {
-                let ours = plan(&xml, path, row.np);
+                let ours = crate::common::dry_run_cpus(&xml, path, row.np);
                 match (&row.ompi, &ours) {
                     (Theirs::Ranks(a), Some(b)) if a == b => "agree",
                     (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => {

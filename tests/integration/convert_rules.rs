@@ -13,35 +13,7 @@ use std::path::Path;
 use crate::common::{binder, hwloc_objects, require_tool, scratch, shared, topology};
 
 fn plan(xml: &Path, shape: &Path, n: usize) -> Vec<Vec<usize>> {
-    let out = binder()
-        .args([
-            "--dry-run",
-            "--format",
-            "json",
-            "--local-size",
-            &n.to_string(),
-        ])
-        .arg(shape)
-        .arg("--topology")
-        .arg(xml)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let mut pus: Vec<usize> = v["cpus"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c.as_u64().unwrap() as usize)
-                .collect();
-            pus.sort_unstable();
-            pus
-        })
-        .collect()
+    crate::common::dry_run_cpus(xml, shape, n).expect("binder plans it")
 }
 
 /// Each rank's PUs widened to the whole objects they touch.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{all_topologies, binder, hwloc_calc_lines, require_tool, shared, topology};
+use crate::common::{all_topologies, hwloc_calc_lines, require_tool, shared, topology};
 
 /// What the two must do on one row.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,37 +173,7 @@ fn binder_bindings(xml: &Path, shape: &str, np: usize) -> Option<Vec<Vec<usize>>
 }
 
 fn binder_bindings_of(xml: &Path, shape: &Path, np: usize) -> Option<Vec<Vec<usize>>> {
-    let out = binder()
-        .args([
-            "--dry-run",
-            "--format",
-            "json",
-            "--local-size",
-            &np.to_string(),
-        ])
-        .arg(shape)
-        .arg("--topology")
-        .arg(xml)
-        .output()
-        .unwrap();
-    if out.status.code() != Some(0) {
-        assert_eq!(out.status.code(), Some(125), "{out:?}");
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).unwrap();
-    Some(
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v["cpus"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c.as_u64().unwrap() as usize)
-                    .collect()
-            })
-            .collect(),
-    )
+    crate::common::dry_run_cpus(xml, shape, np)
 }
 
 /// [`ompi`], asked twice more when it prints no map for a placement binder makes: mpirun
