@@ -501,30 +501,24 @@ impl Attempt<'_, '_> {
     /// go once. One that holds throughout holds; a process of more than
     /// [`WATCH_THREADS`] threads is not watched (the fresh look saw it bound).
     fn let_go(&self, pids: &[u32]) -> Vec<u32> {
-        let mut watched: Vec<u32> = pids
-            .iter()
-            .copied()
-            .filter(|&p| {
-                self.procs
-                    .threads(p)
-                    .is_none_or(|t| t.len() <= WATCH_THREADS)
-            })
-            .collect();
-        if watched.is_empty() {
+        if pids.is_empty() {
             return Vec::new();
         }
         let everywhere = self.procs.everywhere();
+        let mut watched = pids.to_vec();
         let mut gone = Vec::new();
         let until = Instant::now() + WATCH;
         loop {
-            watched.retain(|&p| {
-                let free = self.procs.threads(p).is_none_or(|t| {
-                    ledger::kernel::bound_cpus(everywhere.as_deref(), &t).is_empty()
-                });
-                if free {
-                    gone.push(p);
+            watched.retain(|&p| match self.procs.threads(p) {
+                Some(t) if t.len() > WATCH_THREADS => false,
+                Some(t) if !ledger::kernel::bound_cpus(everywhere.as_deref(), &t).is_empty() => {
+                    true
                 }
-                !free
+                // Unbound now, or ended.
+                _ => {
+                    gone.push(p);
+                    false
+                }
             });
             if watched.is_empty() || Instant::now() >= until {
                 return gone;

@@ -281,43 +281,37 @@ pub struct Scan {
 pub(crate) const MAX_IGNORED: usize = 64;
 
 impl Scan {
-    /// The processes the kernel alone shows holding a CPU no other holder holds (bound
-    /// processes no claim accounts for, `pid:` jobs): a refusal they decide stands only
-    /// if they keep holding (SEMANTICS §13.4, a momentary binding steers).
-    pub fn unclaimed_deciders(&self) -> Vec<u32> {
-        let unclaimed = |h: &&Holder| h.owner != self.me && h.claim.job.0.starts_with("pid:");
+    /// The holders `picked` chooses that hold a CPU no other holder holds: only they
+    /// decide a refusal (a claimed task's unclaimed children, on its CPUs, decide nothing).
+    fn deciding(&self, picked: impl Fn(&Holder) -> bool) -> impl Iterator<Item = &Holder> {
         let held: BTreeSet<usize> = self
             .holders
             .iter()
-            .filter(|h| !unclaimed(h))
+            .filter(|h| !picked(h))
             .flat_map(|h| h.claim.cpus.iter().copied())
             .collect();
         self.holders
             .iter()
-            .filter(unclaimed)
-            .filter(|h| h.claim.cpus.iter().any(|c| !held.contains(c)))
+            .filter(move |h| picked(h) && h.claim.cpus.iter().any(|c| !held.contains(c)))
+    }
+
+    /// The processes the kernel alone shows holding a CPU no other holder holds (other
+    /// users' bound processes no claim accounts for, `pid:` jobs): a refusal they decide
+    /// stands only if they keep holding (SEMANTICS §13.4, a momentary binding steers).
+    pub fn unclaimed_deciders(&self) -> Vec<u32> {
+        self.deciding(|h| h.owner != self.me && h.claim.job.0.starts_with("pid:"))
             .map(|h| h.claim.pid)
             .collect()
     }
 
     /// Whether holders from a shared view of the kernel ([`Scan::stale`]) hold a CPU
-    /// that no other holder does: only then can a fresh look free one. (A claimed task's
-    /// children run where it does, unclaimed: they decide nothing.)
+    /// that no other holder does: only then can a fresh look free one.
     pub fn stale_decides(&self) -> bool {
-        if self.stale.is_empty() {
-            return false;
-        }
-        let (old, live): (Vec<&Holder>, Vec<&Holder>) = self
-            .holders
-            .iter()
-            .partition(|h| self.stale.contains(&h.claim.pid));
-        let held: BTreeSet<usize> = live
-            .iter()
-            .flat_map(|h| h.claim.cpus.iter().copied())
-            .collect();
-        old.iter()
-            .flat_map(|h| h.claim.cpus.iter())
-            .any(|c| !held.contains(c))
+        !self.stale.is_empty()
+            && self
+                .deciding(|h| self.stale.contains(&h.claim.pid))
+                .next()
+                .is_some()
     }
 
     /// An empty scan as user `me` sees the node.
