@@ -64,7 +64,7 @@ pub(super) fn widen(
 
 /// What Slurm's automatic binding chose for a plan (`bind: slurm-auto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum AutoBinding {
+enum AutoBinding {
     /// The tasks' CPUs are as many as the node's whole sockets: each task its sockets.
     Sockets,
     /// As many as its whole cores: each task its cores.
@@ -86,7 +86,7 @@ pub(super) fn slurm_auto(
     topology: &Topology,
     plan: &mut Plan,
     origin: &str,
-) -> Result<AutoBinding, DistributeError> {
+) -> Result<(), DistributeError> {
     let allowed = topology.allowed();
     let whole = |kind: ObjType| -> (usize, usize) {
         let mut whole = 0;
@@ -128,7 +128,7 @@ pub(super) fn slurm_auto(
             }
         }
     }
-    Ok(chosen)
+    Ok(())
 }
 
 /// `width` as a shape writes it after `bind:`.

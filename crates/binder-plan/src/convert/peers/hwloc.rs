@@ -214,20 +214,17 @@ pub(in crate::convert) fn hwloc_bind(
     } else {
         indexes.join(",")
     };
-    if let Some((parent, pi)) = within {
-        if want.fixed_os && !matches!(parent, "pu" | "numa" | "socket") {
-            return refuse(format!("`{parent}` locations by physical index: the kernel's numbers name one object each only for pu, numa and socket; give those, or logical indexes without -p"));
-        }
-        want.within = Some((parent, pi));
-        want.fixed = Some((kind, index));
-        notes.push("binder deals the location's units out among the tasks on the node; hwloc-bind gives each process all of them".into());
-        return Ok(want);
-    }
-    if want.fixed_os && index == "all" {
+    // The objects named by number: the outer ones of a location inside another.
+    let (named, list) = match &within {
+        Some((parent, pi)) => (*parent, pi.as_str()),
+        None => (kind, index.as_str()),
+    };
+    if want.fixed_os && matches!(list, "all" | "") {
         want.fixed_os = false;
-    } else if want.fixed_os && !matches!(kind, "pu" | "numa" | "socket") {
-        return refuse(format!("`{kind}` locations by physical index: the kernel's numbers name one object each only for pu, numa and socket (a core's repeat in every socket); give those, or logical indexes without -p"));
+    } else if want.fixed_os && !matches!(named, "pu" | "numa" | "socket") {
+        return refuse(format!("`{named}` locations by physical index: the kernel's numbers name one object each only for pu, numa and socket (a core's repeat in every socket); give those, or logical indexes without -p"));
     }
+    want.within = within;
     want.fixed = Some((kind, index));
     notes.push("binder deals the location's units out among the tasks on the node; hwloc-bind gives each process all of them".into());
     Ok(want)
