@@ -171,23 +171,12 @@ fn ask_ompi(xml: &Path, line: &str, np: usize) -> Theirs {
     let mut last = Theirs::Refused;
     // mpirun beside other mpiruns now and then prints no map at all: ask up to 3 times.
     for _ in 0..3 {
-        let out = Command::new("mpirun")
-            .args(["--allow-run-as-root", "--mca", "hwloc_base_topo_file"])
-            .arg(xml)
-            .args(["--do-not-launch", "--mca", "rmaps_base_verbose", "10"])
-            .arg("--host")
-            .arg(format!("{host}:{slots}"))
-            .args(["-np", &np.to_string()])
-            .args(line.split_whitespace())
-            .arg("true")
-            .env("OMPI_MCA_plm_rsh_agent", "false")
-            .output()
-            .expect("mpirun runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (host_slots, np_text) = (format!("{host}:{slots}"), np.to_string());
+        let args: Vec<&str> = ["--host", host_slots.as_str(), "-np", np_text.as_str()]
+            .into_iter()
+            .chain(line.split_whitespace())
+            .collect();
+        let text = crate::openmpi::mpirun_map(xml, &args);
         let mut got: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for l in text.lines() {
             let Some(at) = l.find("PROC [[") else {
@@ -301,7 +290,7 @@ fn converted_lines_place_as_open_mpi_41(part: usize) {
                 .output()
                 .unwrap();
             if out.status.code() == Some(0) {
-                let path = dir.join(format!("{}.yaml", shapes_len_hint(&row.line, row.np)));
+                let path = dir.join(format!("{}.yaml", shape_file_name(&row.line, row.np)));
                 std::fs::write(&path, &out.stdout).unwrap();
                 Ok(path)
             } else {
@@ -374,7 +363,7 @@ fn stdout_notes(path: &Path) -> String {
 }
 
 /// A file name for one converted line.
-fn shapes_len_hint(line: &str, np: usize) -> String {
+fn shape_file_name(line: &str, np: usize) -> String {
     let mut name: String = line
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

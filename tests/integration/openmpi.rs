@@ -149,23 +149,32 @@ fn ompi_bindings(text: &str, np: usize) -> Option<Vec<Vec<usize>>> {
     (got.len() == np).then(|| got.into_values().collect())
 }
 
-fn ompi(xml: &Path, np: usize, options: &[&str]) -> Option<Vec<Vec<usize>>> {
+/// What `mpirun --do-not-launch` prints (stdout and stderr) mapping `options` with `xml`
+/// as the node's topology, at mapper verbosity 10 (each rank's binding).
+pub(crate) fn mpirun_map(xml: &Path, options: &[&str]) -> String {
     let out = Command::new("mpirun")
         .args(["--allow-run-as-root", "--mca", "hwloc_base_topo_file"])
         .arg(xml)
         .args(["--do-not-launch", "--mca", "rmaps_base_verbose", "10"])
-        .args(["--oversubscribe", "-np", &np.to_string()])
         .args(options)
         .arg("true")
         .env("OMPI_MCA_plm_rsh_agent", "false")
         .output()
         .expect("mpirun runs");
-    let text = format!(
+    format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
-    ompi_bindings(&text, np)
+    )
+}
+
+fn ompi(xml: &Path, np: usize, options: &[&str]) -> Option<Vec<Vec<usize>>> {
+    let np_text = np.to_string();
+    let all: Vec<&str> = ["--oversubscribe", "-np", &np_text]
+        .into_iter()
+        .chain(options.iter().copied())
+        .collect();
+    ompi_bindings(&mpirun_map(xml, &all), np)
 }
 
 fn binder_bindings(xml: &Path, shape: &str, np: usize) -> Option<Vec<Vec<usize>>> {
