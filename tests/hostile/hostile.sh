@@ -190,7 +190,10 @@ flood)
 homeless-flood)
   # alice has no home to keep her ledger key in (HOME unset; or read-only, or its key
   # removed at logout). mallory takes alice's directory name and plants FLOOD (100,000)
-  # directories with alice's prefix. alice's jobs, one after another, never stack.
+  # directories with alice's prefix. alice's jobs, one after another, never stack; the
+  # second costs no more than bob's launch on the quiet node before (`quiet`, timed as
+  # every `run` is): the first one's read of the root is shared.
+  run bob quiet 0
   as mallory mkdir -m 0755 "/dev/shm/binder-ledger.$(uid alice)"
   as mallory /usr/bin/python3 -c '
 import os, sys
@@ -585,6 +588,50 @@ unseen)
   run alice alice-dir
   pkill -u binder-alice || true; pkill -u binder-bob || true
   rm -rf /tmp/binder-hostile-bob-ledger
+  ;;
+churn)
+  # SEMANTICS §13.4, churn: bob holds a CPU; alice launches short jobs one after another,
+  # first on a quiet node (`quiet`), then beside mallory's FLOOD (100,000) names in the
+  # ledger root and a watcher of hers that makes and removes a directory there every
+  # 5 ms, so the root is never as it was (`churn`), ROUNDS (9) launches each. Each launch is timed from alice's command to the task's exit
+  # (`time PHASE MS CPUS`). Then a new user's first job, as far as alice's shared read
+  # knows: bob's directory is removed and made again by his next job, in the churn, and
+  # alice's job after it must not land on its CPU.
+  timed() {
+    local phase=$1 t0 t1 c
+    t0=$(date +%s%N)
+    c=$(as alice "$BIN" "$scratch/one.yaml" -- sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2' 2>>"$scratch/churn.err")
+    t1=$(date +%s%N)
+    echo "time $phase $(( (t1 - t0) / 1000000 )) ${c:-refused}"
+  }
+  run bob bob 30
+  for _ in $(seq "${ROUNDS:-9}"); do timed quiet; done
+  as mallory python3 -c '
+import os, sys
+os.chdir("/dev/shm")
+for i in range(int(sys.argv[1])):
+    os.close(os.open("binder-ledger.x%d" % i, os.O_CREAT | os.O_WRONLY, 0o644))' "${FLOOD:-100000}"
+  as mallory python3 -c '
+import os, time
+os.chdir("/dev/shm")
+end = time.time() + 90
+while time.time() < end:
+    os.mkdir("binder-ledger.churn", 0o755)
+    time.sleep(0.0025)
+    os.rmdir("binder-ledger.churn")
+    time.sleep(0.0025)' &
+  sleep 0.3
+  # (A first churned launch lists the root and shares the read: the next ones time it.)
+  timed first
+  for _ in $(seq "${ROUNDS:-9}"); do timed churn; done
+  # bob's next job, in a directory of his made again now (a new user's first job, as
+  # far as alice's shared read knows); alice's job after it must avoid its CPU.
+  pkill -u binder-bob sleep 2>/dev/null
+  sleep 0.2
+  rm -rf /dev/shm/binder-ledger."$(uid bob)"*
+  run bob bob2 8
+  run alice after 0.2
+  cat "$scratch/churn.err" >&2 2>/dev/null
   ;;
 thread-load)
   # #45's load test: LOAD (64) 1-core launches at once, alice's and bob's in turn, each

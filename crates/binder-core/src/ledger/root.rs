@@ -1,15 +1,16 @@
-//! Reading the ledger root (SEMANTICS §13.1, §13.3): its names listed within
+//! Reading the ledger root (SEMANTICS §13.1, §13.3, §13.4): its names listed within
 //! `MAX_ROOT_ENTRIES` and the scan's time budget, the other directories among them read
 //! by [`super::others`], and a read of a large root shared: a launch that lists a root of
 //! more than `SHARE_ROOT_ABOVE` names writes the directories it found into the user's
-//! own directory (`super::shared::write_root`), and the user's launches of the next
-//! 250 ms, like a task settling its claim after its own launch's read, read those
-//! directories again without listing the root while its link count holds (a directory
-//! made there raises it). A flood of names then costs one listing per 250 ms, not three
-//! per launch.
+//! own directory (`super::shared::write_root`). The user's next launches, like a task
+//! settling its claim after its own launch's read, then read those directories again
+//! without listing the root: alone while the root's stamp holds (no name made or removed
+//! there since; for `KEEP_UNCHANGED`), else, for [`CHURN_RELIST`], with every live
+//! user's canonical directory looked up by name (a root that churns). A flood of names
+//! then costs one listing per second at most, not three per launch.
 
 use std::os::fd::AsFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{self as rfs, AtFlags};
 
@@ -31,6 +32,13 @@ thread_local! {
 /// user's next launches (`super::shared::read_root`): a root this large takes a while
 /// to list, a small one less time than the shared file would.
 const SHARE_ROOT_ABOVE: usize = 4096;
+/// How long a listing of a large root serves the user's next launches while the root
+/// keeps changing (SEMANTICS §13.4): with one name made every 5 ms beside 100,000,
+/// listing the root again on every launch cost each one 350-420 ms against 30-40 ms.
+pub(crate) const CHURN_RELIST: Duration = Duration::from_secs(1);
+/// How long a listing of a large root serves the user's next launches while the root is
+/// as it was (no name made or removed there since: nothing to list again).
+const KEEP_UNCHANGED: Duration = Duration::from_secs(30);
 /// The smallest root directory size at which a shared read is looked for: 4,096 names
 /// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
 const SHARED_ROOT_SIZE: i64 = 4096 * 20;
@@ -59,21 +67,45 @@ impl Ledger {
         // A directory's size grows with its names (tmpfs: 20 bytes a name; ext4: a block
         // per few hundred): only a root this large can have had its read shared.
         let large = st.is_some_and(|st| st.st_size >= SHARED_ROOT_SIZE);
-        // The root unchanged since it was read (subdirectories count in its links; a
-        // file system that does not count them, with fewer than 3 links, is always
-        // listed): the directories found then are all there is to read, their claims
-        // again, not the root's names. Settling, since this launch planned; planning,
-        // since the user's last launch listed a root too large to list each time (a
-        // flood of names: a second full listing cost each launch its whole budget).
-        if let Some(stamp) = stamp.filter(|s| s.links >= 3) {
-            let known = if whole {
-                large
-                    .then(|| super::shared::read_root(self.own_fd(), scan.me, stamp))
-                    .flatten()
-            } else {
-                self.read_at.lock().map_or(None, |r| r.clone())
-            };
-            if let Some(known) = known.filter(|r| r.stamp == Some(stamp)) {
+        // What the last listing found: this launch's own when settling (since it
+        // planned); the user's last launch's when planning, where the root is too large
+        // to list each time (a flood of names: a second full listing cost each launch
+        // its whole budget), written within `CHURN_RELIST`.
+        let last = if whole {
+            large
+                .then(|| super::shared::read_root(self.own_fd(), scan.me, KEEP_UNCHANGED))
+                .flatten()
+        } else {
+            let read = self.read_at.lock().map_or(None, |r| r.clone());
+            read.map(|r| (r, Duration::ZERO))
+        };
+        if let Some((mut known, age)) = last {
+            // The root unchanged since (subdirectories count in its links; a file system
+            // that does not count them, with fewer than 3 links, is always listed): the
+            // directories found then are all there is to read, their claims again, not
+            // the root's names.
+            let unchanged = stamp.is_some_and(|s| s.links >= 3) && known.stamp == stamp;
+            // A large root that changed since (names made and removed all the time: a
+            // churn): the directories found then, and the canonical directory of every
+            // user with a live process, looked up by name (SEMANTICS §13.4). A user's
+            // first job's directory is one of those, so churn hides no new user. Only a
+            // directory under a name nobody else can guess (a homeless user's) can be
+            // new and unread: where a live user's canonical name is another's, the root
+            // is listed as before; elsewhere such a directory is read at the next listing
+            // (`CHURN_RELIST`). Not where `/proc` hides users: they would be missed.
+            let churned = !unchanged && large && age < CHURN_RELIST && procs.hidden().is_none();
+            let canonical = churned
+                .then(|| self.canonical_dirs(procs, scan.me))
+                .flatten();
+            if unchanged || canonical.is_some() {
+                for name in canonical.into_iter().flatten() {
+                    if !known.dirs.contains(&name) {
+                        known.dirs.push(name);
+                    }
+                }
+                if !unchanged {
+                    known.stamp = None;
+                }
                 self.remember(known.clone());
                 // (As below: with nobody's names in sight, `in-sight` takes no look.)
                 let nobody = known.dirs.is_empty() && known.incomplete.is_none();
@@ -150,12 +182,32 @@ impl Ledger {
             incomplete: listed.or(reading.stopped.take()),
         };
         if whole && (seen > SHARE_ROOT_ABOVE || !complete) {
+            // (Under churn too, with no stamp: the next launches then read these
+            // directories and the canonical names, and list the root once per
+            // `CHURN_RELIST`.)
             super::shared::write_root(self.own_fd(), &read);
         }
         self.remember(read);
         if let Some(view) = reading.view.as_ref().filter(|v| v.whole) {
             kernel::add_unclaimed(view, procs, scan);
         }
+    }
+
+    /// The canonical directory names of every user but `me` with a live process that
+    /// are theirs; `None` when `/proc` cannot be listed or one of those names is
+    /// another user's (its user may have a directory of a name nobody else can guess).
+    fn canonical_dirs(&self, procs: &dyn Procs, me: u32) -> Option<Vec<String>> {
+        let root = open_dir(rfs::CWD, self.root()).ok()?;
+        let mut names = Vec::new();
+        for uid in procs.users(me)? {
+            let name = format!("{PREFIX}{uid}");
+            match rfs::statat(&root, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if st.st_uid == uid => names.push(name),
+                Ok(_) => return None,
+                Err(_) => {}
+            }
+        }
+        Some(names)
     }
 
     /// The kernel's view of the whole node (shared: `super::shared`), or why not.

@@ -55,12 +55,17 @@ pub(crate) fn look(
 
 /// The shared view, when it is this user's own, fresh and well formed.
 fn read(dir: &impl AsFd, me: u32) -> Option<KernelView> {
-    parse(&read_fresh(dir, NAME, me)?, me)
+    parse(&read_fresh(dir, NAME, me, FRESH)?, me)
 }
 
 /// The text of the file `name` of this user's directory, when it is this user's own
-/// regular file, written within [`FRESH`].
-fn read_fresh(dir: &impl AsFd, name: &str, me: u32) -> Option<String> {
+/// regular file, written within `fresh`.
+fn read_fresh(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<String> {
+    read_aged(dir, name, me, fresh).map(|(text, _)| text)
+}
+
+/// [`read_fresh`], with the file's age.
+fn read_aged(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<(String, Duration)> {
     let fd = rfs::openat(
         dir,
         name,
@@ -82,7 +87,7 @@ fn read_fresh(dir: &impl AsFd, name: &str, me: u32) -> Option<String> {
         );
     // A clock that went back makes the file look young: then it is not trusted.
     let age = SystemTime::now().duration_since(written).ok()?;
-    if age >= FRESH {
+    if age >= fresh {
         return None;
     }
     let mut text = String::new();
@@ -90,34 +95,38 @@ fn read_fresh(dir: &impl AsFd, name: &str, me: u32) -> Option<String> {
         .take(MAX_BYTES)
         .read_to_string(&mut text)
         .ok()?;
-    Some(text)
+    Some((text, age))
 }
 
 /// The name of the shared read of the ledger root in the user's own directory.
 pub(crate) const ROOT_NAME: &str = "rview";
-const ROOT_HEADER: &str = "binder-rview 2";
+const ROOT_HEADER: &str = "binder-rview 3";
 
 /// The other directories the user's last launch found in the ledger root within
-/// [`FRESH`], when the root's stamp is still `stamp` (no name made or removed there
-/// since: `super::store::Stamp`): a launch beside a flood of names reads them instead of
-/// listing the root again (a 400,000-name root takes the whole 250 ms budget to list).
-pub(crate) fn read_root(dir: &impl AsFd, me: u32, stamp: Stamp) -> Option<RootRead> {
-    let text = read_fresh(dir, ROOT_NAME, me)?;
+/// `fresh`, with the root's stamp then (`None`: it had just changed), and how long ago.
+/// A launch beside a flood of names reads them instead of listing the root again (a
+/// 400,000-name root takes the whole 250 ms budget to list): as they are while the stamp
+/// holds (no name made or removed there since: `super::store::Stamp`), else as the names
+/// to read again beside the canonical ones looked up (`super::root`: a root that churns).
+pub(crate) fn read_root(dir: &impl AsFd, me: u32, fresh: Duration) -> Option<(RootRead, Duration)> {
+    let (text, age) = read_aged(dir, ROOT_NAME, me, fresh)?;
     let mut lines = text.lines();
     if lines.next()? != ROOT_HEADER {
         return None;
     }
-    let mut words = lines.next()?.strip_prefix("stamp ")?.split(' ');
-    let mut number = || words.next()?.parse::<i64>().ok();
-    let read_stamp = Stamp {
-        links: u64::try_from(number()?).ok()?,
-        ctime: (number()?, number()?),
+    let stamp = lines.next()?.strip_prefix("stamp ")?;
+    let stamp = if stamp == "none" {
+        None
+    } else {
+        let mut words = stamp.split(' ');
+        let mut number = || words.next()?.parse::<i64>().ok();
+        Some(Stamp {
+            links: u64::try_from(number()?).ok()?,
+            ctime: (number()?, number()?),
+        })
     };
-    if read_stamp != stamp {
-        return None;
-    }
     let mut read = RootRead {
-        stamp: Some(stamp),
+        stamp,
         dirs: Vec::new(),
         incomplete: None,
     };
@@ -132,19 +141,16 @@ pub(crate) fn read_root(dir: &impl AsFd, me: u32, stamp: Stamp) -> Option<RootRe
             read.dirs.push(name.to_owned());
         }
     }
-    Some(read)
+    Some((read, age))
 }
 
 /// Writes a read of the ledger root for the user's next launches (as [`write`] does).
 pub(crate) fn write_root(dir: &impl AsFd, read: &RootRead) {
-    // A root that had just changed is listed again by the next launch: nothing to share.
-    let Some(stamp) = read.stamp else {
-        return;
-    };
-    let mut text = format!(
-        "{ROOT_HEADER}\nstamp {} {} {}\n",
-        stamp.links, stamp.ctime.0, stamp.ctime.1
+    let stamp = read.stamp.map_or_else(
+        || "none".to_owned(),
+        |s| format!("{} {} {}", s.links, s.ctime.0, s.ctime.1),
     );
+    let mut text = format!("{ROOT_HEADER}\nstamp {stamp}\n");
     if let Some(why) = &read.incomplete {
         text.push_str(&format!("partial {}\n", why.replace('\n', " ")));
     }

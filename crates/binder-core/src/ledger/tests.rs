@@ -527,8 +527,9 @@ fn a_taken_name_without_a_home_is_named_by_the_keyring() {
 }
 
 /// A launch beside a flood of names shares its read of the root with the user's next
-/// launches (`rview`): they read the directories it found, while the root's link count
-/// holds; a directory made since makes the next launch list the root again.
+/// launches (`rview`): they read the directories it found, alone while the root's stamp
+/// holds, with every live user's canonical directory when it churns, and list it again
+/// a second after the last listing, or where a live user's canonical name is another's.
 #[test]
 fn a_large_roots_read_is_shared_until_a_directory_appears() {
     let dir = root("rview");
@@ -579,27 +580,113 @@ fn a_large_roots_read_is_shared_until_a_directory_appears() {
     assert_eq!(listings(), before, "the root was listed again");
     // A directory made since, and another user's spare one removed so that the link
     // count is what it was (SEMANTICS §13.4, the link-count keeper): the ctime changed,
-    // so the root is listed again and both are read.
+    // so the root is not read as it was. It churns (SEMANTICS §13.4): the directories
+    // found then are read again, and the canonical one of every user with a live
+    // process, by name, without a listing. This one has a name nobody else can guess
+    // (a homeless user's): it is read at the next listing, a second after the last.
     plant("00000000000000b2", "0000:0b:00.0");
     std::fs::remove_dir(dir.join("binder-ledger.spare")).unwrap();
     settle();
+    let users = |uids: &[u32]| Among(uids.iter().copied().collect());
     let mut third = Scan::default();
-    Ledger::open(&env).unwrap().scan_others(&me, &mut third);
-    assert_eq!(third.gpus(), ["0000:0a:00.0", "0000:0b:00.0"]);
+    let ledger = Ledger::open(&env).unwrap();
+    ledger.scan_others(&users(&[]), &mut third);
+    assert_eq!(third.gpus(), ["0000:0a:00.0"]);
+    assert_eq!(listings(), before, "a churned root was listed again");
+    // A new user's first directory, under the canonical name: read at once. (Its
+    // owner must be that user: only root can make one for another uid here.)
+    if rustix::process::geteuid().is_root() {
+        let theirs = dir.join("binder-ledger.4242");
+        std::fs::create_dir(&theirs).unwrap();
+        rustix::fs::chown(&theirs, Some(rustix::fs::Uid::from_raw(4242)), None).unwrap();
+        let next = Ledger::open(&env).unwrap();
+        next.scan_others(&users(&[4242]), &mut Scan::default());
+        let read = next.read_at.lock().unwrap().clone().unwrap();
+        assert!(
+            read.dirs.contains(&"binder-ledger.4242".to_owned()),
+            "{read:?}"
+        );
+        assert_eq!(listings(), before, "a churned root was listed again");
+        std::fs::remove_dir(&theirs).unwrap();
+    } else {
+        eprintln!("SKIPPED: another uid's canonical directory (needs root to chown it)");
+    }
+    // A live user's canonical name taken by another: that user may have a directory
+    // nobody else can name, so the root is listed, and the new directory read.
+    std::fs::create_dir(dir.join("binder-ledger.4243")).unwrap();
+    settle();
+    let mut fourth = Scan::default();
+    Ledger::open(&env)
+        .unwrap()
+        .scan_others(&users(&[4243]), &mut fourth);
+    assert_eq!(fourth.gpus(), ["0000:0a:00.0", "0000:0b:00.0"]);
     assert_eq!(listings(), before + 1);
-    // A shared read naming a path is no read.
-    let st = rustix::fs::stat(&dir).unwrap();
-    let stamp = store::Stamp::of(&st).expect("settled above");
-    std::fs::write(
+    // A second after the last listing, a churned root is listed again.
+    plant("00000000000000c3", "0000:0c:00.0");
+    settle();
+    let mut fifth = Scan::default();
+    Ledger::open(&env)
+        .unwrap()
+        .scan_others(&users(&[]), &mut fifth);
+    assert_eq!(fifth.gpus(), ["0000:0a:00.0", "0000:0b:00.0"]);
+    let old = rustix::fs::Timespec {
+        tv_sec: rustix::time::clock_gettime(rustix::time::ClockId::Realtime).tv_sec - 2,
+        tv_nsec: 0,
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
         ledger.dir().join("rview"),
-        format!(
-            "binder-rview 2\nstamp {} {} {}\ndir binder-ledger.x/../..\n",
-            stamp.links, stamp.ctime.0, stamp.ctime.1
-        ),
+        &rustix::fs::Timestamps {
+            last_access: old,
+            last_modification: old,
+        },
+        rustix::fs::AtFlags::empty(),
     )
     .unwrap();
-    assert!(shared::read_root(ledger.own_fd(), ledger.uid(), stamp).is_none());
+    let mut sixth = Scan::default();
+    Ledger::open(&env)
+        .unwrap()
+        .scan_others(&users(&[]), &mut sixth);
+    assert_eq!(
+        sixth.gpus(),
+        ["0000:0a:00.0", "0000:0b:00.0", "0000:0c:00.0"]
+    );
+    assert_eq!(listings(), before + 2);
+    // A shared read naming a path is no read.
+    std::fs::write(
+        ledger.dir().join("rview"),
+        "binder-rview 3\nstamp none\ndir binder-ledger.x/../..\n",
+    )
+    .unwrap();
+    assert!(shared::read_root(ledger.own_fd(), ledger.uid(), root::CHURN_RELIST).is_none());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// [`Alone`], with the users `/proc` shows a live process of.
+struct Among(BTreeSet<u32>);
+
+impl Procs for Among {
+    fn me(&self) -> u32 {
+        Alone.me()
+    }
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        Alone.stat(pid)
+    }
+    fn status(&self, pid: u32) -> Option<Status> {
+        Alone.status(pid)
+    }
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        Alone.threads(pid)
+    }
+    fn online(&self) -> Option<Vec<usize>> {
+        Alone.online()
+    }
+    fn others(&self, me: u32) -> Option<Vec<crate::procfs::Other>> {
+        Alone.others(me)
+    }
+    fn users(&self, _: u32) -> Option<BTreeSet<u32>> {
+        Some(self.0.clone())
+    }
 }
 
 /// This machine's processes as `Real` shows them, but no other user's: a test's whole

@@ -124,6 +124,11 @@ pub trait Procs {
         out.sort_by_key(|o| o.pid);
         Some(out)
     }
+    /// Every user but `me` and root with a live process (as [`Procs::others`] has them,
+    /// without reading a thread); `None` when `/proc` cannot be listed.
+    fn users(&self, me: u32) -> Option<std::collections::BTreeSet<u32>> {
+        Some(self.others(me)?.into_iter().map(|o| o.uid).collect())
+    }
     /// Every process of `me`, with every thread's affinity; `None` when `/proc` cannot
     /// be listed (or, for a test's fake, when it says nothing of them).
     fn mine(&self, _me: u32) -> Option<Vec<Other>> {
@@ -301,6 +306,10 @@ impl Procs for Real {
         others::hidden(rustix::process::geteuid().as_raw())
     }
 
+    fn users(&self, me: u32) -> Option<std::collections::BTreeSet<u32>> {
+        others::users(me)
+    }
+
     fn shares_views(&self) -> bool {
         true
     }
@@ -467,6 +476,10 @@ impl Procs for RealOnce {
 
     fn hidden(&self) -> Option<String> {
         Real.hidden()
+    }
+
+    fn users(&self, me: u32) -> Option<std::collections::BTreeSet<u32>> {
+        Real.users(me)
     }
 
     fn shares_views(&self) -> bool {

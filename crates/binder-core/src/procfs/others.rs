@@ -10,7 +10,9 @@
 //! the system's own pinned daemons are not jobs, and a user's own jobs are known from
 //! that user's own ledger files.
 
+use std::collections::BTreeSet;
 use std::ffi::CStr;
+use std::os::fd::OwnedFd;
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
@@ -33,6 +35,47 @@ pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
 
 /// Every process whose owner `keep` accepts, with every thread's affinity.
 fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
+    let mut out = Vec::new();
+    each_process(|proc, pid, task, st| {
+        if !keep(st.st_uid) {
+            return;
+        }
+        // `st_nlink` is u64 on x86_64 but u32 on other targets.
+        #[allow(clippy::useless_conversion)]
+        let count = u64::from(st.st_nlink).saturating_sub(2);
+        let threads = if count <= 1 {
+            affinity(Some(pid)).into_iter().collect()
+        } else {
+            threads(proc, task)
+        };
+        if !threads.is_empty() {
+            out.push(Other {
+                pid,
+                uid: st.st_uid,
+                threads,
+            });
+        }
+    })?;
+    Some(out)
+}
+
+/// Every user but `me` and root with a live process, at one `statat` per process and
+/// no thread read: whose canonical ledger directories a launch looks up by name while
+/// the ledger root churns (`crate::ledger`); `None` when `/proc` cannot be listed.
+pub(super) fn users(me: u32) -> Option<BTreeSet<u32>> {
+    let mut out = BTreeSet::new();
+    each_process(|_, _, _, st| {
+        if st.st_uid != me && st.st_uid != 0 {
+            out.insert(st.st_uid);
+        }
+    })?;
+    Some(out)
+}
+
+/// Calls `each(/proc, PID, "PID/task", its status)` for every process `/proc` lists, at
+/// most [`MAX_PROCESSES`] (the `task` directory's owner is the process's effective uid,
+/// its link count its threads and two); `None` when `/proc` cannot be listed.
+fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option<()> {
     let proc = rfs::openat(
         rfs::CWD,
         "/proc",
@@ -41,7 +84,6 @@ fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
     )
     .ok()?;
     let mut listing = rfs::Dir::read_from(&proc).ok()?;
-    let mut out = Vec::new();
     for entry in listing.by_ref().take(MAX_PROCESSES) {
         let Ok(entry) = entry else {
             break;
@@ -54,26 +96,9 @@ fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
         let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
             continue;
         };
-        if !keep(st.st_uid) {
-            continue;
-        }
-        // `st_nlink` is u64 on x86_64 but u32 on other targets.
-        #[allow(clippy::useless_conversion)]
-        let count = u64::from(st.st_nlink).saturating_sub(2);
-        let threads = if count <= 1 {
-            affinity(Some(pid)).into_iter().collect()
-        } else {
-            threads(&proc, &task)
-        };
-        if !threads.is_empty() {
-            out.push(Other {
-                pid,
-                uid: st.st_uid,
-                threads,
-            });
-        }
+        each(&proc, pid, &task, &st);
     }
-    Some(out)
+    Some(())
 }
 
 /// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]).
