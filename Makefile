@@ -26,7 +26,8 @@ FLUX_SHELL_LUA_D ?= $(SYSCONFDIR)/flux/shell/lua.d
 PROFILE ?= release
 CARGO ?= cargo
 CARGO_TARGET_DIR ?= target
-OUT := $(CARGO_TARGET_DIR)/$(PROFILE)
+# (cargo puts the `dev` profile's build in target/debug.)
+OUT := $(CARGO_TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 CATALOG := $(DATADIR)/binder/shapes
 PLUGINS := $(LIBDIR)/binder
 
