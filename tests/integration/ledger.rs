@@ -583,3 +583,95 @@ fn a_launch_stopped_at_any_phase_never_runs_on_a_job_started_meanwhile() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A refusal is one line, never a warning and then the refusal (#54: under load a launch
+/// that could not lock the ledger, or read it only in part, printed its warning, then its
+/// fallback refused). Here the user's lock is held (`BINDER_LEDGER_WAIT=0`: the ledger is
+/// not used, a warning when the task runs) and one-core jobs of the user's hold every
+/// core, which the fallback's kernel view shows: exit 125, one `binder:` line, no task.
+#[test]
+fn a_refusal_after_a_warning_is_one_line() {
+    use std::process::{Command, Stdio};
+    if !crate::common::prerequisite(crate::common::has("flock"), "flock")
+        || !crate::common::prerequisite(crate::common::has("setsid"), "setsid")
+    {
+        return;
+    }
+    let ledger = crate::common::private_ledger();
+    let one = crate::common::scratch().join("one-line-one-core.yaml");
+    std::fs::write(&one, "resources:\n  - type: core\n").unwrap();
+    let launch = |cmd: &mut Command| {
+        crate::common::hermetic(cmd)
+            .env("BINDER_LEDGER_DIR", &ledger)
+            // The user's own other jobs count in the fallback (the default).
+            .env_remove("BINDER_KERNEL_VIEW");
+    };
+    // A one-core job per CPU, each its own (a core's second PU is refused a core).
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut jobs: Vec<std::process::Child> = (0..cpus)
+        .map(|_| {
+            let mut job = Command::new("setsid");
+            job.arg(crate::common::binder_exe())
+                .arg(&one)
+                .args(["--", "sleep", "20"]);
+            launch(&mut job);
+            let child = job
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            // Bound, and its claim written, once its sleep runs (or refused).
+            for _ in 0..200 {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+                let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id()));
+                if comm.map_or(true, |c| c == "sleep\n") {
+                    break;
+                }
+            }
+            child
+        })
+        .collect();
+    let dir = std::fs::read_dir(&ledger)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join(".lock").exists())
+        .expect("the user's ledger directory");
+    // (-F: flock itself runs the sleep and holds the lock, so killing it lets go.)
+    let mut holder = Command::new("flock")
+        .arg("-F")
+        .arg(dir.join(".lock"))
+        .args(["sleep", "20"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut late = Command::new("setsid");
+    late.arg(crate::common::binder_exe())
+        .arg(&one)
+        .args(["--", "echo", "ran"])
+        .env("BINDER_LEDGER_WAIT", "0");
+    launch(&mut late);
+    let out = late.output().unwrap();
+    let held: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", j.id()));
+            status.map_or("ended".into(), |s| allowed_list(&s))
+        })
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "{stdout}{stderr}(the jobs on {held:?})"
+    );
+    assert!(!stdout.contains("ran"), "the task ran: {stdout}{stderr}");
+    let _ = (holder.kill(), holder.wait());
+    for job in &mut jobs {
+        let _ = (job.kill(), job.wait());
+    }
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("binder: "), "{stderr}");
+}

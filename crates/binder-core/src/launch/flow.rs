@@ -121,7 +121,17 @@ pub fn launch<F: Front>(
             need: LAUNCH_FILES,
         })
     })?;
-    launch_inner(job, env, front, err)
+    // The warnings of a launch are said only when its task runs (or under `--verbose`):
+    // a refusal is one line, never a warning and then the refusal (#54: under load a
+    // partial read or a ledger that could not be locked printed its warning, then the
+    // fallback refused), and a hand-over to binder-full, which runs the flow again,
+    // says them there once (#45). Each line is still whole in the one write.
+    let mut said = Vec::new();
+    let outcome = launch_inner(job, env, front, &mut said);
+    if (outcome.is_ok() || job.verbose) && !said.is_empty() {
+        let _ = err.write_all(&said);
+    }
+    outcome
 }
 
 /// The soft `RLIMIT_NOFILE` a launch needs: a few directories and files open at once.

@@ -148,15 +148,9 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
         identity: &identity,
         report,
     };
-    // What the flow says is held until it is known whether this launch goes on here: a
-    // hand-over runs the flow again in binder-full, which says it then (its warnings
-    // would otherwise be printed twice, #45). Each line is still whole in the one write.
-    let mut said = Vec::new();
-    let outcome = flow::launch(&job, env, &mut front, &mut said);
-    if !matches!(outcome, Err(Stop::HandOver)) && !said.is_empty() {
-        let _ = err.write_all(&said);
-    }
-    match outcome {
+    // (The flow says its warnings only when the task runs here: a hand-over runs the
+    // flow again in binder-full, which says them then.)
+    match flow::launch(&job, env, &mut front, err) {
         Ok(vars) => Stop::Refused(exec(&line.command, &vars, &[]).into()),
         Err(e) => e,
     }
