@@ -193,8 +193,8 @@ impl Ledger {
         }
     }
 
-    /// The canonical directory names of every user but `me` with a live process that
-    /// are theirs; `None` when `/proc` cannot be listed or one of those names is
+    /// The canonical directory names of every user but `me` with a live process (and
+    /// root) that are theirs; `None` when `/proc` cannot be listed or one of those names is
     /// another user's (its user may have a directory of a name nobody else can guess).
     fn canonical_dirs(&self, procs: &dyn Procs, me: u32) -> Option<Vec<String>> {
         let root = open_dir(rfs::CWD, self.root()).ok()?;
@@ -206,6 +206,15 @@ impl Ledger {
                 Ok(_) => return None,
                 Err(_) => {}
             }
+        }
+        // Root's own directory too: `Procs::users` leaves root out, as the kernel's view
+        // does its daemons, but a listing reads root's claims like any other's. (Its name
+        // taken by another user is no reason to list: root's launches are rare, and
+        // anyone could take it.)
+        let name = format!("{PREFIX}0");
+        let roots = rfs::statat(&root, name.as_str(), AtFlags::SYMLINK_NOFOLLOW);
+        if me != 0 && roots.is_ok_and(|st| st.st_uid == 0) {
+            names.push(name);
         }
         Some(names)
     }
