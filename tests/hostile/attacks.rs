@@ -346,10 +346,11 @@ fn a_link_count_keeper_does_not_hide_a_new_user() {
 }
 
 /// SEMANTICS §13.4, churn: beside 100,000 names in the ledger root and a directory
-/// mallory makes and removes there every 5 ms, alice's launches take at most twice an
-/// unattacked one at the median (with 20 ms of slack for a busy CI machine; each listed
-/// the whole root again before: 133-150 ms against 11 ms), none lands on bob's CPU, and
-/// bob's directory made again in the churn is still read: alice's next job avoids it.
+/// mallory makes and removes there every 5 ms, alice's launches take at most twice her
+/// launches in a quiet root of their own, in turns with them, at the median (with 20 ms
+/// of slack for a busy CI machine; each listed the whole root again before: 129-155 ms
+/// against 10-14 ms), none lands on bob's CPU, and bob's directory made again in the
+/// churn is still read: alice's next job avoids it.
 #[test]
 fn a_root_that_churns_neither_slows_nor_hides_a_launch() {
     let Some((out, err)) = two_cpu_scenario("churn") else {

@@ -590,10 +590,11 @@ unseen)
   rm -rf /tmp/binder-hostile-bob-ledger
   ;;
 churn)
-  # SEMANTICS §13.4, churn: bob holds a CPU; alice launches short jobs one after another,
-  # first on a quiet node (`quiet`), then beside mallory's FLOOD (100,000) names in the
-  # ledger root and a watcher of hers that makes and removes a directory there every
-  # 5 ms, so the root is never as it was (`churn`), ROUNDS (9) launches each. Each launch is timed from alice's command to the task's exit
+  # SEMANTICS §13.4, churn: bob holds a CPU; alice launches short jobs beside mallory's
+  # FLOOD (100,000) names in the ledger root and a watcher of hers that makes and removes
+  # a directory there every 5 ms, so the root is never as it was (`churn`), in turns
+  # with a launch of hers in a quiet ledger root of its own (`quiet`: BINDER_LEDGER_DIR),
+  # ROUNDS (9) of each. Each launch is timed from alice's command to the task's exit
   # (`time PHASE MS CPUS`). Then a new user's first job, as far as alice's shared read
   # knows: bob's directory is removed and made again by his next job, in the churn, and
   # alice's job after it must not land on its CPU.
@@ -604,8 +605,9 @@ churn)
     t1=$(date +%s%N)
     echo "time $phase $(( (t1 - t0) / 1000000 )) ${c:-refused}"
   }
+  quiet() { EXTRA=(BINDER_LEDGER_DIR=/dev/shm/quiet); timed "$1"; EXTRA=(); }
   run bob bob 30
-  for _ in $(seq "${ROUNDS:-9}"); do timed quiet; done
+  install -d -m 1777 /dev/shm/quiet
   # (Root's directory name, taken by mallory, makes nobody list the root again: only a
   # live user's, whose user may then have a directory of a secret name.)
   as mallory mkdir -m 0755 /dev/shm/binder-ledger.0
@@ -624,9 +626,14 @@ while time.time() < end:
     os.rmdir("binder-ledger.churn")
     time.sleep(0.0025)' &
   sleep 0.3
-  # (A first churned launch lists the root and shares the read: the next ones time it.)
+  # (The first launch in each root makes alice's directory, and the first churned one
+  # lists the root and shares the read: they are not the ones compared.)
+  quiet first
   timed first
-  for _ in $(seq "${ROUNDS:-9}"); do timed churn; done
+  for _ in $(seq "${ROUNDS:-9}"); do
+    quiet quiet
+    timed churn
+  done
   # bob's next job, in a directory of his made again now (a new user's first job, as
   # far as alice's shared read knows); alice's job after it must avoid its CPU.
   pkill -u binder-bob sleep 2>/dev/null
