@@ -73,6 +73,16 @@ as() {
     env -i PATH=/usr/bin:/bin BINDER_SITE_FILE=/nonexistent "$home" "${EXTRA[@]}" "$@"
 }
 now_ms() { date +%s%3N; }
+# A CPU list as its numbers ("0-2,5" -> "0 1 2 5"), for a scenario's Python to read.
+cpu_words() {
+  local part parts out=()
+  IFS=, read -ra parts <<<"$1"
+  for part in "${parts[@]}"; do
+    # shellcheck disable=SC2207
+    out+=($(seq "${part%-*}" "${part#*-}"))
+  done
+  echo "${out[*]}"
+}
 # `run USER TAG`: a 1-core job holding its CPU for HOLD seconds (default 3) in its own
 # session (so its own job); prints its line once it is bound (or refused).
 run() {
@@ -362,14 +372,11 @@ ended)
   # her first one shared, must run on a CPU that is free now, not be refused on what
   # that look saw. TRIALS rounds.
   run bob bob 30
-  EXTRA=("BOB=$(cat "$scratch/bob.cpus")" "GO=$scratch/go")
+  EXTRA=("BOB=$(cpu_words "$(cat "$scratch/bob.cpus")")" "GO=$scratch/go")
   as mallory python3 -c '
 import os, time
 every = os.sched_getaffinity(0)
-bob = set()
-for part in os.environ["BOB"].split(","):
-    a, _, b = part.partition("-")
-    bob.update(range(int(a), int(b or a) + 1))
+bob = set(map(int, os.environ["BOB"].split()))
 for t in range(1, 1 + int(os.environ.get("TRIALS", "4"))):
     while not os.path.exists(os.environ["GO"] + "bind" + str(t)):
         time.sleep(0.001)
@@ -397,14 +404,11 @@ duty)
   # bound to every other CPU half the time (5 ms bound, 5 ms unbound). alice launches
   # TRIALS times: each runs (on a CPU mallory lets go of), never refused, never on bob's.
   run bob bob 30
-  EXTRA=("BOB=$(cat "$scratch/bob.cpus")")
+  EXTRA=("BOB=$(cpu_words "$(cat "$scratch/bob.cpus")")")
   as mallory python3 -c '
 import os, time
 every = os.sched_getaffinity(0)
-bob = set()
-for part in os.environ["BOB"].split(","):
-    a, _, b = part.partition("-")
-    bob.update(range(int(a), int(b or a) + 1))
+bob = set(map(int, os.environ["BOB"].split()))
 end = time.time() + 20
 while time.time() < end:
     os.sched_setaffinity(0, every - bob)
