@@ -40,7 +40,21 @@ pub(crate) fn named_by_launcher(id: &str) -> bool {
     !id.starts_with("pgid-") && !id.contains("ppid-")
 }
 
+/// The prefix of [`JobId::unclaimed`] ids.
+const UNCLAIMED: &str = "pid:";
+
 impl JobId {
+    /// The job a bound process no claim accounts for is counted as (`pid:PID`, named
+    /// after it: the kernel's view of another user's node, SEMANTICS §13.2).
+    pub fn unclaimed(pid: u32) -> JobId {
+        JobId(format!("{UNCLAIMED}{pid}"))
+    }
+
+    /// Whether this is such a job ([`JobId::unclaimed`]).
+    pub fn is_unclaimed(&self) -> bool {
+        self.0.starts_with(UNCLAIMED)
+    }
+
     /// The id as a file name part: `[A-Za-z0-9._-]`, every other byte `_`.
     pub fn file_part(&self) -> String {
         self.0

@@ -238,7 +238,7 @@ fn unclaimed(owner: u32, pid: u32, start: u64, cpus: Vec<usize>, confirmed: bool
         owner,
         claim: Claim {
             format: FORMAT,
-            job: JobId(format!("pid:{pid}")),
+            job: JobId::unclaimed(pid),
             rank: 0,
             size: 1,
             pid,

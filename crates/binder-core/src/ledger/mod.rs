@@ -299,7 +299,7 @@ impl Scan {
     /// users' bound processes no claim accounts for, `pid:` jobs): a refusal they decide
     /// stands only if they keep holding (SEMANTICS §13.4, a momentary binding steers).
     pub fn unclaimed_deciders(&self) -> Vec<u32> {
-        self.deciding(|h| h.owner != self.me && h.claim.job.0.starts_with("pid:"))
+        self.deciding(|h| h.owner != self.me && h.claim.job.is_unclaimed())
             .map(|h| h.claim.pid)
             .collect()
     }

@@ -832,7 +832,7 @@ fn only_unclaimed_processes_holding_a_cpu_alone_are_watched() {
     let unclaimed = |pid: u32, owner: u32, cpus: &[usize]| {
         let mut h = holder(pid, 1, cpus, &[], true);
         h.owner = owner;
-        h.claim.job = JobId(format!("pid:{pid}"));
+        h.claim.job = JobId::unclaimed(pid);
         h
     };
     let mut scan = Scan::new(1000);
