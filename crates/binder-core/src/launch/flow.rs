@@ -180,6 +180,10 @@ fn launch_inner<F: Front>(
     let get = |k: &str| env.var(k);
     let state = LedgerState::open(&get);
     let off = matches!(state, LedgerState::Off);
+    // Whether the fallback below looks at other users' bound tasks: always, but under
+    // `BINDER_KERNEL_VIEW=in-sight` only where another user's entry is in the ledger root,
+    // as a launch through the ledger does (a test's private ledger holds none).
+    let mut others_in_sight = true;
     match state {
         LedgerState::Open(ledger) => match ledgered::claim(&ledger, job, env, front.planner(), err)
         {
@@ -196,7 +200,10 @@ fn launch_inner<F: Front>(
                 };
             }
             Err(Stopped::Error(e)) => return Err(e),
-            Err(Stopped::Uncoordinated(why)) => front.uncoordinated(job, why, &get, err)?,
+            Err(Stopped::Uncoordinated(why)) => {
+                others_in_sight = store::looks_beyond_sight(&get) || ledger.others_in_sight();
+                front.uncoordinated(job, why, &get, err)?;
+            }
         },
         LedgerState::Unusable(why) => front.uncoordinated(job, why, &get, err)?,
         LedgerState::Off => {}
@@ -210,7 +217,11 @@ fn launch_inner<F: Front>(
         None => crate::ledger::Scan::default(),
         Some(id) => {
             let me = crate::procfs::euid();
-            let mut scan = others::kernel_scan(&crate::procfs::Real, me);
+            let mut scan = if others_in_sight {
+                others::kernel_scan(&crate::procfs::Real, me)
+            } else {
+                crate::ledger::Scan::new(me)
+            };
             scan.allocation = id.allocation();
             if store::looks_beyond_sight(&get) {
                 crate::ledger::kernel::add_own(&crate::procfs::Real, me, id, &mut scan);

@@ -194,6 +194,20 @@ impl Ledger {
         }
     }
 
+    /// Whether another user's entry is in the ledger root (a directory named with the
+    /// ledger's prefix, not this user's own), as far as a read within the scan's budget
+    /// shows (a read cut short counts as yes). Under `BINDER_KERNEL_VIEW=in-sight` a
+    /// launch that cannot use the ledger looks at other users' bound tasks only then,
+    /// as a launch through it does (`scan_others_in`).
+    pub fn others_in_sight(&self) -> bool {
+        let Some(mut listing) = list_dir(rfs::CWD, self.root()) else {
+            return true;
+        };
+        let own = self.dir().file_name().and_then(|n| n.to_str());
+        let found = dirs_named(&mut listing, PREFIX, Instant::now() + SCAN_BUDGET);
+        !found.complete || found.names.iter().any(|n| Some(n.as_str()) != own)
+    }
+
     /// The canonical directory names of every user but `me` with a live process (and
     /// root) that are theirs; `None` when `/proc` cannot be listed or one of those names is
     /// another user's (its user may have a directory of a name nobody else can guess).

@@ -848,3 +848,18 @@ fn only_unclaimed_processes_holding_a_cpu_alone_are_watched() {
     scan.holders.push(unclaimed(13, 1001, &[2, 0]));
     assert_eq!(scan.unclaimed_deciders(), vec![13]);
 }
+
+/// Under `BINDER_KERNEL_VIEW=in-sight`, a launch that cannot use the ledger looks at
+/// other users' bound tasks only where another entry is in the root, as a launch through
+/// it does: the user's own directory and files of other names are not one.
+#[test]
+fn others_are_in_sight_only_with_an_entry_in_the_root() {
+    let dir = root("sight");
+    let ledger = open(&dir);
+    std::fs::write(dir.join("binder-ledger.junk"), "").unwrap();
+    std::fs::create_dir(dir.join("something-else")).unwrap();
+    assert!(!ledger.others_in_sight());
+    std::fs::create_dir(dir.join("binder-ledger.4242")).unwrap();
+    assert!(ledger.others_in_sight());
+    let _ = std::fs::remove_dir_all(&dir);
+}
