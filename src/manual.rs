@@ -36,7 +36,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &["BINDER_KERNEL_VIEW"],
-        what: "`all` (the default) or `in-sight`: with `in-sight`, look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); and a launch that cannot use the ledger then leaves out your own other jobs' tasks too; for runs whose result must not depend on other jobs on the machine, such as binder's own test suite",
+        what: "`all` (the default) or `in-sight`: with `in-sight`, look at other users' bound tasks in `/proc` only when one of their ledger entries is in the ledger root (by default always, so a task bound without binder counts too); a launch that cannot use the ledger then does the same (other users' bound tasks only where one of their entries is in the root) and leaves out your own other jobs' tasks too; for runs whose result must not depend on other jobs on the machine, such as binder's own test suite",
     },
     Entry {
         names: &["BINDER_CACHE"],
