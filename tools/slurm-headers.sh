@@ -3,7 +3,7 @@
 # released, and slurm_version.h written from the tarball's META as configure writes it.
 # CI checks binder-spank's hand-kept FFI against them (crates/binder-spank/tests/header.rs,
 # BINDER_SPANK_HEADERS), beside the installed Slurm's.
-#   tools/slurm-headers.sh ../shared/vendor/slurm-25.11.7.tar.xz OUTDIR   # prints OUTDIR
+#   tools/slurm-headers.sh third_party/slurm/slurm-25.11.7.tar.xz OUTDIR   # prints OUTDIR
 set -euo pipefail
 tarball=$1; out=$2
 mkdir -p "$out/slurm"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SPANK plugin's end-to-end tests against another Slurm release than the machine's
-# (#56): by default Slurm 25.11.7, built from ../shared/vendor by its build-slurm.sh into
+# (#56): by default Slurm 25.11.7, built from third_party/slurm by its build-slurm.sh into
 # /opt/slurm-25.11 (10-15 minutes on 2 CPUs, once). The plugin is built against that
 # Slurm's headers (so its plugin_version is 25.11's), the Slurm e2e tests run with that
 # Slurm's daemons and commands first on PATH, and the plugin is built again against the
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:-/opt/slurm-25.11}
-vendor=${BINDER_SHARED:-../shared}/vendor
+vendor=third_party/slurm
 if [ ! -x "$prefix/sbin/slurmctld" ]; then
   [ "$prefix" = /opt/slurm-25.11 ] || { echo "no Slurm in $prefix" >&2; exit 1; }
   bash "$vendor/build-slurm.sh" "$prefix"
