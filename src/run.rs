@@ -213,9 +213,13 @@ pub fn run(
         .within(envelope.cpus.as_deref())
         .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
-    let grant = grant
+    let mut grant = grant
         .place_mig(binder_core::vendor::nvidia_listing)
         .place_split(binder_core::scheduler::slurm_job_gpus);
+    // This host's drivers name this host's GPUs only (not another node's XML).
+    if config.source == Source::Host {
+        grant = grant.place_driver(binder_core::driver::read);
+    }
     let request = PlanRequest::new(&shape, &topology, identity.size)
         .grant(&grant)
         .origin(&origin)

@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod cpulist;
+pub mod driver;
 pub mod envelope;
 pub mod error;
 mod exe;

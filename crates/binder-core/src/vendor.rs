@@ -38,6 +38,10 @@ pub struct VendorRow {
     /// The hwloc info key holding a device's UUID (on the PCI device or its OS device),
     /// if hwloc reports one for this vendor.
     pub uuid_info: Option<&'static str>,
+    /// The variable a container runtime reads to say which of the node's GPUs a
+    /// container has (indices over the node, UUIDs, `all`, `none`, `void`), left in the
+    /// container's environment (SEMANTICS §9, containers).
+    pub container: Option<&'static str>,
 }
 
 /// Every vendor, in [`Vendor`]'s order.
@@ -54,6 +58,7 @@ pub const VENDORS: [VendorRow; 3] = [
         ],
         runtime: "cuda",
         uuid_info: Some("NVIDIAUUID"),
+        container: Some("NVIDIA_VISIBLE_DEVICES"),
     },
     VendorRow {
         vendor: Vendor::Amd,
@@ -68,6 +73,7 @@ pub const VENDORS: [VendorRow; 3] = [
         task_vars: &[("ROCR_VISIBLE_DEVICES", None)],
         runtime: "rocr",
         uuid_info: Some("AMDUUID"),
+        container: None,
     },
     VendorRow {
         vendor: Vendor::Intel,
@@ -83,6 +89,7 @@ pub const VENDORS: [VendorRow; 3] = [
         ],
         runtime: "ze",
         uuid_info: None,
+        container: None,
     },
 ];
 
@@ -132,14 +139,18 @@ const GRANT_COUNT: usize = {
     let mut i = 0;
     while i < VENDORS.len() {
         n += VENDORS[i].allocation.len();
+        if VENDORS[i].container.is_some() {
+            n += 1;
+        }
         i += 1;
     }
     n
 };
 
 /// Every variable that can change which GPUs a job gets (SEMANTICS §9): each vendor's
-/// allocation variables, then the scheduler's and its count. The node cache and the ledger key a plan
-/// on their values, and the manual's ENVIRONMENT row is this list.
+/// allocation variables, then the scheduler's and its count, then the container
+/// runtimes'. The node cache and the ledger key a plan on their values, and the manual's
+/// ENVIRONMENT row is this list.
 pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
     let mut out = [""; GRANT_COUNT];
     let (mut i, mut k) = (0, 0);
@@ -159,6 +170,16 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
         s += 1;
     }
     out[k] = SCHEDULER_GPU_COUNT;
+    k += 1;
+    let mut c = 0;
+    while c < VENDORS.len() {
+        if let Some(var) = VENDORS[c].container {
+            out[k] = var;
+            k += 1;
+        }
+        c += 1;
+    }
+    let _ = k;
     out
 };
 
@@ -250,6 +271,7 @@ mod tests {
                 "SLURM_STEP_GPUS",
                 "SLURM_JOB_GPUS",
                 "SLURM_GPUS_ON_NODE",
+                "NVIDIA_VISIBLE_DEVICES",
             ]
         );
     }

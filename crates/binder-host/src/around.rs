@@ -92,6 +92,12 @@ impl<E: From<PlanError>> HostPlanner<'_, E> {
             let grant = std::mem::replace(&mut self.grant, Grant::EVERY);
             self.grant = grant.place_mig(binder_core::vendor::nvidia_listing);
         }
+        // GPUs named by UUID, or a container's: what the drivers say, read here (when a
+        // plan is computed, never on a node-cache hit).
+        if self.grant.wants_driver() {
+            let grant = std::mem::replace(&mut self.grant, Grant::EVERY);
+            self.grant = grant.place_driver(binder_core::driver::read);
+        }
         // A task Slurm gave only some of the step's GPUs, with no variable naming the
         // step's: the job's, from `scontrol`, once, by the task that plans.
         if self.grant.wants_job_gpus().is_some() {

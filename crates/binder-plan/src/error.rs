@@ -24,6 +24,10 @@ pub enum PlanError {
     /// Dealing units to tasks.
     #[error(transparent)]
     Distribute(#[from] DistributeError),
+    /// The job's GPUs as its allocation names them (an unknown or ambiguous UUID,
+    /// `gpu-ids: uuid` with no UUID to give).
+    #[error("{0}")]
+    Gpus(String),
     /// A Grid Engine string, request or reservation.
     #[error(transparent)]
     Ge(#[from] GeError),

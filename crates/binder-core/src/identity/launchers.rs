@@ -28,8 +28,11 @@ pub struct LauncherRow {
     pub launcher: Launcher,
     /// Its name in messages, reports and job ids (`openmpi`).
     pub name: &'static str,
-    /// The task's local rank; set, it names the launcher.
+    /// The task's local rank; set, it names the launcher (with [`LauncherRow::requires`]).
     pub local_rank: &'static str,
+    /// A variable that must be set too, where the rank's name is a common one
+    /// (`LOCAL_RANK`, which scripts set by hand): the launcher's own mark.
+    pub requires: Option<&'static str>,
     /// The variables the node's task count is read from, as `size_from` says.
     pub local_size: &'static [&'static str],
     /// How the task count is read.
@@ -48,13 +51,47 @@ pub struct LauncherRow {
 }
 
 /// Every launcher, in [`Launcher`]'s order, which is the order they are asked: launchers
-/// nest and inner ones inherit the outer ones' variables, so MPI launchers come first,
+/// nest and inner ones inherit the outer ones' variables, so the ML launchers that run
+/// inside an allocation's task (torchrun under `srun`) come first, then MPI launchers,
 /// then Flux, then Slurm.
-pub const LAUNCHERS: [LauncherRow; 7] = [
+pub const LAUNCHERS: [LauncherRow; 9] = [
+    // torchrun / torch elastic (torch.distributed.run; Accelerate's multi-GPU launch is
+    // this too): one agent per node starts LOCAL_WORLD_SIZE workers, each in a session of
+    // its own, with LOCAL_RANK, RANK, WORLD_SIZE and the rendezvous' TORCHELASTIC_RUN_ID,
+    // which is `none` by default and so no job's own name: the agent (the `torchrun`
+    // ancestor, else the workers' parent) names the job.
+    LauncherRow {
+        launcher: Launcher::Torchrun,
+        name: "torchrun",
+        local_rank: "LOCAL_RANK",
+        requires: Some("TORCHELASTIC_RUN_ID"),
+        local_size: &["LOCAL_WORLD_SIZE"],
+        size_from: SizeFrom::Var,
+        global_rank: "RANK",
+        job_id: &[],
+        daemons: &["torchrun"],
+        unbind: None,
+    },
+    // DeepSpeed's launcher (deepspeed.launcher.launch, started by the `deepspeed` runner
+    // on each node): LOCAL_RANK, LOCAL_SIZE, RANK, WORLD_SIZE and the node's CROSS_RANK
+    // for every worker, its children; no job id, so its process names the job.
+    LauncherRow {
+        launcher: Launcher::Deepspeed,
+        name: "deepspeed",
+        local_rank: "LOCAL_RANK",
+        requires: Some("CROSS_RANK"),
+        local_size: &["LOCAL_SIZE"],
+        size_from: SizeFrom::Var,
+        global_rank: "RANK",
+        job_id: &[],
+        daemons: &["deepspeed"],
+        unbind: Some("deepspeed without --bind_cores_to_rank"),
+    },
     LauncherRow {
         launcher: Launcher::OpenMpi,
         name: "openmpi",
         local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
+        requires: None,
         local_size: &["OMPI_COMM_WORLD_LOCAL_SIZE"],
         size_from: SizeFrom::Var,
         global_rank: "OMPI_COMM_WORLD_RANK",
@@ -70,6 +107,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Hydra,
         name: "hydra",
         local_rank: "MPI_LOCALRANKID",
+        requires: None,
         local_size: &["MPI_LOCALNRANKS"],
         size_from: SizeFrom::Var,
         global_rank: "PMI_RANK",
@@ -82,6 +120,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Mvapich,
         name: "mvapich2",
         local_rank: "MV2_COMM_WORLD_LOCAL_RANK",
+        requires: None,
         local_size: &["MV2_COMM_WORLD_LOCAL_SIZE"],
         size_from: SizeFrom::Var,
         global_rank: "MV2_COMM_WORLD_RANK",
@@ -93,6 +132,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Pals,
         name: "pals",
         local_rank: "PALS_LOCAL_RANKID",
+        requires: None,
         local_size: &["PALS_LOCAL_SIZE"],
         size_from: SizeFrom::Var,
         global_rank: "PALS_RANKID",
@@ -104,6 +144,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Jsrun,
         name: "jsrun",
         local_rank: "JSM_NAMESPACE_LOCAL_RANK",
+        requires: None,
         local_size: &["JSM_NAMESPACE_LOCAL_SIZE"],
         size_from: SizeFrom::Var,
         global_rank: "JSM_NAMESPACE_RANK",
@@ -115,6 +156,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Flux,
         name: "flux",
         local_rank: "FLUX_TASK_LOCAL_ID",
+        requires: None,
         local_size: &["FLUX_JOB_SIZE", "FLUX_JOB_NNODES"],
         size_from: SizeFrom::Flux,
         global_rank: "FLUX_TASK_RANK",
@@ -126,6 +168,7 @@ pub const LAUNCHERS: [LauncherRow; 7] = [
         launcher: Launcher::Slurm,
         name: "slurm",
         local_rank: "SLURM_LOCALID",
+        requires: None,
         local_size: &["SLURM_NODEID", "SLURM_STEP_TASKS_PER_NODE"],
         size_from: SizeFrom::Slurm,
         global_rank: "SLURM_PROCID",
@@ -286,8 +329,9 @@ mod tests {
 
     #[test]
     fn derived_lists() {
-        assert_eq!(LOCAL_VARS[0], "OMPI_COMM_WORLD_LOCAL_RANK");
-        assert_eq!(LOCAL_VARS.len(), 16);
+        assert_eq!(LOCAL_VARS[0], "LOCAL_RANK");
+        assert!(LOCAL_VARS.contains(&"LOCAL_WORLD_SIZE") && LOCAL_VARS.contains(&"LOCAL_SIZE"));
+        assert_eq!(LOCAL_VARS.len(), 20);
         assert!(LOCAL_VARS.contains(&"SLURM_STEP_TASKS_PER_NODE"));
         // PMIX_NAMESPACE is Open MPI's and jsrun's: listed once.
         assert_eq!(

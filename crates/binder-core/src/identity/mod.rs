@@ -18,7 +18,7 @@ mod slurm;
 use std::fmt;
 
 pub(crate) use launchers::SizeFrom;
-pub use launchers::{JOB_VARS, LAUNCHERS, LOCAL_VARS};
+pub use launchers::{LauncherRow, JOB_VARS, LAUNCHERS, LOCAL_VARS};
 
 /// The most tasks binder accepts on one node (65,536): more than any node has PUs, so
 /// even an oversubscribed `bind: none` job fits, while a corrupt or hostile number is
@@ -29,6 +29,10 @@ pub const MAX_LOCAL_SIZE: usize = 1 << 16;
 /// [`LAUNCHERS`], in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launcher {
+    /// torchrun / torch elastic (`torchrun`, `python -m torch.distributed.run`).
+    Torchrun,
+    /// DeepSpeed's launcher (`deepspeed`).
+    Deepspeed,
     /// Open MPI 4 and 5 (`mpirun`, `prterun`).
     OpenMpi,
     /// MPICH's Hydra (`mpiexec.hydra`) and Intel MPI.
@@ -267,8 +271,13 @@ type Found = Option<(Launcher, usize, usize)>;
 fn present(env: &dyn Env) -> Option<Launcher> {
     LAUNCHERS
         .iter()
-        .find(|row| env.var(row.local_rank).is_some())
+        .find(|row| env.var(row.local_rank).is_some() && marked(env, row))
         .map(|row| row.launcher)
+}
+
+/// Whether the launcher's own mark is set, where its row needs one.
+fn marked(env: &dyn Env, row: &LauncherRow) -> bool {
+    row.requires.is_none_or(|m| env.var(m).is_some())
 }
 
 /// Reads a numeric launcher variable, recording it for `--verbose`.
@@ -296,7 +305,7 @@ pub(crate) fn clip(value: &str) -> String {
 }
 
 fn from_launcher(env: &dyn Env, vars: &mut Vec<String>) -> Result<Found, IdentityError> {
-    for row in &LAUNCHERS {
+    for row in LAUNCHERS.iter().filter(|row| marked(env, row)) {
         let launcher = row.launcher;
         let Some(rank) = read(env, vars, launcher, row.local_rank)? else {
             continue;

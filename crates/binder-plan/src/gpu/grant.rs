@@ -31,6 +31,7 @@ use super::mig::{self, MigListing};
 use super::model::Gpu;
 use super::Vendor;
 
+use binder_core::driver::DriverView;
 use binder_core::vendor::{SCHEDULER_GPU_COUNT, SCHEDULER_GPU_VARS, VENDORS};
 
 /// The most entries read from one variable; the longest entry kept.
@@ -66,6 +67,12 @@ pub struct Grant {
     /// Whether the job is Flux's, whose `gpu-affinity=per-task` leaves each task only its
     /// own GPUs and says so nowhere a task can read cheaply: the refusal names it.
     flux: bool,
+    /// Per vendor, the container runtime's variable (`NVIDIA_VISIBLE_DEVICES`), when it
+    /// names GPUs: `Some(empty)` for `none`/`void`, `None` unset or `all`.
+    container: [Option<Vec<String>>; VENDORS.len()],
+    /// What the drivers said (UUIDs, the GPUs this process can open), once the host was
+    /// asked ([`Grant::wants_driver`]).
+    driver: Option<DriverView>,
 }
 
 /// What a split grant needs to adopt the job's GPUs once the scheduler names them.
@@ -125,6 +132,8 @@ impl Grant {
         split: None,
         ask: None,
         flux: false,
+        container: [const { None }; VENDORS.len()],
+        driver: None,
     };
 
     /// The allocation the environment `get` describes (nothing held yet).
@@ -184,7 +193,162 @@ impl Grant {
             split,
             ask,
             flux: get("FLUX_JOB_ID").is_some(),
+            container: VENDORS.each_ref().map(|row| {
+                let value = get(row.container?)?;
+                match value.trim() {
+                    "all" => None,
+                    "none" | "void" | "" => Some(Vec::new()),
+                    list => Some(entries(list)),
+                }
+            }),
+            driver: None,
         }
+    }
+
+    /// Whether planning needs what the drivers say ([`Grant::place_driver`]): an entry
+    /// names a GPU by UUID, `gpu-ids: uuid` asks for UUIDs, or a container variable says
+    /// which GPUs the container has (its device files say which it can open).
+    pub fn wants_driver(&self) -> bool {
+        self.driver.is_none()
+            && (self.uuid
+                || self.container.iter().any(Option::is_some)
+                || self
+                    .lists
+                    .iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| e.starts_with("GPU-")))
+    }
+
+    /// The same grant with what the drivers say, which `read` gives (the host's
+    /// `binder_core::driver::read`); called only when [`Grant::wants_driver`] says so.
+    pub fn place_driver(mut self, read: impl FnOnce() -> DriverView) -> Grant {
+        if self.wants_driver() {
+            self.driver = Some(read());
+        }
+        self
+    }
+
+    /// Whether the job's allocation names `vendor`'s GPUs (its variable or Slurm's is
+    /// set): those it names are its own wherever they lie; without one, a job has the GPUs
+    /// near its CPUs.
+    pub fn names(&self, vendor: Vendor) -> bool {
+        self.lists[vendor as usize].is_some() || self.slurm.is_some()
+    }
+
+    /// The node's GPUs this process can use, numbered as its runtime numbers them: a
+    /// container's (its variable, the device files present) renumbered from 0 in PCI
+    /// order, with the driver's UUID where hwloc has none.
+    fn visible(&self, all: Vec<Gpu>) -> Vec<Gpu> {
+        let mut out: Vec<Gpu> = all
+            .into_iter()
+            .map(|mut g| {
+                if g.uuid.is_none() {
+                    g.uuid = self
+                        .driver
+                        .as_ref()
+                        .and_then(|d| d.uuid(&g.busid))
+                        .map(str::to_owned);
+                }
+                g
+            })
+            .collect();
+        let before = out.len();
+        out.retain(|g| {
+            let listed = self.container[g.vendor as usize]
+                .as_ref()
+                .is_none_or(|list| {
+                    list.iter()
+                        .any(|e| index_of(e) == Some(g.node_index) || uuid_prefix(e, g))
+                });
+            let openable = g.vendor != Vendor::Nvidia
+                || self
+                    .driver
+                    .as_ref()
+                    .and_then(|d| d.nvidia_openable(&g.busid))
+                    .unwrap_or(true);
+            listed && openable
+        });
+        if out.len() < before {
+            // CUDA numbers the GPUs it can open, in PCI order (CUDA_DEVICE_ORDER).
+            let mut next = 0;
+            for g in out.iter_mut().filter(|g| g.vendor == Vendor::Nvidia) {
+                g.vendor_index = next;
+                next += 1;
+            }
+        }
+        out
+    }
+
+    /// Why the allocation's entries cannot be read as GPUs of this node, where a `GPU-`
+    /// entry names none of them or more than one (CUDA takes a unique prefix): one line
+    /// naming the entry and what the node's GPUs are called, else `None`.
+    pub fn misnamed(&self, all: &[Gpu]) -> Option<String> {
+        let visible = self.visible(all.to_vec());
+        for (row, list) in VENDORS.iter().zip(&self.lists) {
+            let mine: Vec<&Gpu> = visible.iter().filter(|g| g.vendor == row.vendor).collect();
+            for entry in list.iter().flatten().filter(|e| e.starts_with("GPU-")) {
+                let found: Vec<&&Gpu> = mine.iter().filter(|g| uuid_prefix(entry, g)).collect();
+                let var = row
+                    .allocation
+                    .iter()
+                    .find(|v| self.said.iter().any(|s| s.starts_with(&format!("{v}="))))
+                    .copied()
+                    .unwrap_or(row.allocation[0]);
+                let entry = binder_core::text::printable(entry, binder_core::text::QUOTE_MAX);
+                let known: Vec<String> = mine
+                    .iter()
+                    .filter_map(|g| g.uuid.as_ref().map(|u| format!("{} at {}", u, g.busid)))
+                    .collect();
+                if found.len() > 1 {
+                    let matching: Vec<String> = found
+                        .iter()
+                        .map(|g| format!("{} at {}", g.uuid.as_deref().unwrap_or(""), g.busid))
+                        .collect();
+                    return Some(format!(
+                        "{var} names {entry}, a prefix of {} GPUs' UUIDs ({}): give more of the UUID",
+                        found.len(),
+                        matching.join(", ")
+                    ));
+                }
+                if found.is_empty() {
+                    let what = if known.is_empty() {
+                        format!(
+                            "binder could read no UUID of this node's {} {} GPU(s): hwloc has none (no NVML backend) and neither {} nor `nvidia-smi` gave one; name GPUs by index",
+                            mine.len(),
+                            row.name,
+                            binder_core::driver::NVIDIA_PROC
+                        )
+                    } else {
+                        format!("this node's are {}", known.join(", "))
+                    };
+                    return Some(format!(
+                        "{var} names {entry}, which no GPU of this node has: {what}"
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Under `gpu-ids: uuid`, the GPUs of `kept` that would be named by index for want of
+    /// a UUID (hwloc's or the driver's): one line saying so, else `None`.
+    pub fn uuid_missing(&self, kept: &[Gpu]) -> Option<String> {
+        if !self.uuid {
+            return None;
+        }
+        let missing: Vec<&str> = kept
+            .iter()
+            .filter(|g| g.uuid.is_none() && !g.export.starts_with("GPU-") && !g.is_mig())
+            .map(|g| g.busid.as_str())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "`gpu-ids: uuid` asks for UUIDs, but binder could read none for GPU(s) {}: hwloc has none (no NVML backend) and neither {} nor `nvidia-smi` gave one; use `gpu-ids: index`",
+                missing.join(", "),
+                binder_core::driver::NVIDIA_PROC
+            )
+        })
     }
 
     /// Whether the inherited list names MIG instances whose GPU only the driver's listing
@@ -267,6 +431,7 @@ impl Grant {
     /// with the name its runtime variable will use; their `index` is their position in
     /// what is returned, their `number` stays the node's.
     pub fn apply(&self, all: Vec<Gpu>) -> Vec<Gpu> {
+        let all = self.visible(all);
         if self.split.is_some_and(|k| k != all.len()) {
             return Vec::new();
         }
@@ -327,7 +492,7 @@ impl Grant {
                 None => match &self.slurm {
                     Some(slurm) => slurm
                         .iter()
-                        .any(|e| index_of(e) == Some(gpu.vendor_index))
+                        .any(|e| index_of(e) == Some(gpu.node_index))
                         .then(|| self.own_name(&gpu)),
                     None => Some(self.own_name(&gpu)),
                 },
@@ -441,25 +606,32 @@ impl Grant {
 
     /// Whether entry `k` of a vendor list of `len` entries names `gpu`.
     fn matches(&self, entry: &str, k: usize, len: usize, gpu: &Gpu) -> bool {
-        if let Some(uuid) = entry.strip_prefix("GPU-") {
-            // A unique prefix, as CUDA takes it; too short a prefix names nothing.
-            return uuid.len() >= 4
-                && gpu
-                    .uuid
-                    .as_deref()
-                    .and_then(|u| u.strip_prefix("GPU-"))
-                    .is_some_and(|u| {
-                        u.to_ascii_lowercase()
-                            .starts_with(&uuid.to_ascii_lowercase())
-                    });
+        if entry.starts_with("GPU-") {
+            // A unique prefix, as CUDA takes it ([`Grant::misnamed`] refuses the others).
+            return uuid_prefix(entry, gpu);
         }
-        // Slurm's list, as long as the vendor's, names the physical GPUs.
-        let physical = match &self.slurm {
-            Some(slurm) if slurm.len() == len => slurm.get(k).and_then(|e| index_of(e)),
-            _ => index_of(entry),
-        };
-        physical == Some(gpu.vendor_index)
+        // Slurm's list, as long as the vendor's, names the node's GPUs; the vendor's own
+        // entries are the runtime's indices.
+        match &self.slurm {
+            Some(slurm) if slurm.len() == len => {
+                slurm.get(k).and_then(|e| index_of(e)) == Some(gpu.node_index)
+            }
+            _ => index_of(entry) == Some(gpu.vendor_index),
+        }
     }
+}
+
+/// Whether `entry` (`GPU-…`) is a prefix of `gpu`'s UUID, case aside, as CUDA reads a
+/// `CUDA_VISIBLE_DEVICES` entry.
+fn uuid_prefix(entry: &str, gpu: &Gpu) -> bool {
+    let Some(prefix) = entry.strip_prefix("GPU-") else {
+        return false;
+    };
+    gpu.uuid
+        .as_deref()
+        .and_then(|u| u.strip_prefix("GPU-"))
+        .and_then(|u| u.get(..prefix.len()))
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
 }
 
 /// The device index of an entry: `3`, or Level Zero's `3.1` (sub-device 1 of device 3).
@@ -478,6 +650,7 @@ mod tests {
             index: number,
             number,
             vendor_index,
+            node_index: vendor_index,
             busid: format!("0000:{number:02x}:00.0"),
             vendor,
             model: "m".into(),

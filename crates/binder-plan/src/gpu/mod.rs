@@ -34,10 +34,12 @@ pub use binder_core::view::Vendor;
 /// OS-device name prefixes of compute backends, preferred first.
 const BACKENDS: [&str; 5] = ["cuda", "rsmi", "nvml", "opencl", "ze"];
 
-/// Every GPU of a topology loaded with I/O discovery, in PCI bus order (those a job may
-/// have: [`Grant::apply`]).
+/// Every GPU of the node a topology loaded with I/O discovery was cut from, in PCI bus
+/// order, numbered over the whole node (SEMANTICS §9: never renumbered by the job's CPUs),
+/// each with its physical locality; those a job may have: [`Grant::apply`], then the
+/// planner keeps those near the job's CPUs or named by its allocation.
 pub fn discover(topology: &Topology) -> Vec<Gpu> {
-    let hw = topology.hw();
+    let hw = topology.whole_hw();
     let mut found: Vec<(PciKey, Gpu, Option<usize>)> = Vec::new();
     for pci in hw.pci_devices() {
         let Some(ObjectAttributes::PCIDevice(attr)) = pci.attributes() else {
@@ -64,6 +66,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
                 index: 0,
                 number: 0,
                 vendor_index: 0,
+                node_index: 0,
                 busid,
                 vendor,
                 model: pci_model,
@@ -84,6 +87,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
                 index: 0,
                 number: 0,
                 vendor_index: 0,
+                node_index: 0,
                 busid: busid.clone(),
                 vendor,
                 model,
@@ -130,6 +134,7 @@ pub fn discover(topology: &Topology) -> Vec<Gpu> {
                 index,
                 number: index,
                 vendor_index,
+                node_index: vendor_index,
                 export: vendor_index.to_string(),
                 ..gpu
             }

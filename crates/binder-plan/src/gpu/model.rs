@@ -14,9 +14,14 @@ pub struct Gpu {
     /// (`gpu:N`, `BINDER_GPUS`), the same whichever of them a job may have.
     pub number: usize,
     /// The number its runtime uses in CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES /
-    /// ZE_AFFINITY_MASK: position in PCI bus order among this vendor's GPUs, except for
-    /// AMD GPUs whose ROCm index hwloc reports (`rsmiN`, `openclXdN`).
+    /// ZE_AFFINITY_MASK: position in PCI bus order among this vendor's GPUs the process
+    /// can open (the node's, or a container's), except for AMD GPUs whose ROCm index
+    /// hwloc reports (`rsmiN`, `openclXdN`).
     pub vendor_index: usize,
+    /// The same over every GPU of the node, before a container's cut
+    /// (`NVIDIA_VISIBLE_DEVICES`, the device files present): the index Slurm's lists and
+    /// the container variable name a GPU by.
+    pub node_index: usize,
     /// PCI bus id, `domain:bus:device.function`.
     pub busid: String,
     /// Who made it.

@@ -60,14 +60,25 @@ pub(super) fn plan(
     };
     let mut gpus_note = None;
     let (gpus, nics) = if topology.has_io() {
+        // Every GPU of the node, numbered over the node (SEMANTICS §9), whatever was cut.
         let all = gpu::discover(topology);
         let node = all.len();
+        if let Some(why) = grant.misnamed(&all) {
+            return Err(PlanError::Gpus(why));
+        }
         let mut gpus = grant.apply(all);
         gpus.retain(|g| !held_gpus.contains(&g.claim_id()));
-        for (i, g) in gpus.iter_mut().enumerate() {
-            g.index = i;
+        let (gpus, far) = near_the_job(gpus, grant, &topology.allowed());
+        if let Some(why) = grant.uuid_missing(&gpus) {
+            return Err(PlanError::Gpus(why));
         }
-        gpus_note = grant.why_fewer(node, &gpus);
+        gpus_note = grant.why_fewer(node, &gpus).map(|note| match far {
+            0 => note,
+            n => format!(
+                "{note}; {n} lie away from the job's cpus {}, and its allocation names no GPU",
+                topology.allowed()
+            ),
+        });
         (gpus, nic::discover(topology))
     } else {
         (Vec::new(), Vec::new())
@@ -167,4 +178,38 @@ pub(super) fn plan(
         });
     }
     Ok(plan)
+}
+
+/// The GPUs of `gpus` this job may place tasks by: those near its CPUs (`allowed`), each
+/// with the part of its locality the job has; a GPU its allocation names is the job's
+/// wherever it lies, near every CPU of the job when none of them is near it (a scheduler
+/// that gave far CPUs has the last word). Without a name, a GPU near none of the job's
+/// CPUs is another job's to take (what hwloc's restrict did before the node's numbering
+/// was kept). Returns them renumbered from 0, near ones first, and how many were left
+/// out.
+fn near_the_job(
+    gpus: Vec<gpu::Gpu>,
+    grant: &gpu::Grant,
+    allowed: &CpuSet,
+) -> (Vec<gpu::Gpu>, usize) {
+    let before = gpus.len();
+    let (mut kept, mut named_far) = (Vec::new(), Vec::new());
+    for mut g in gpus {
+        let near = &g.locality & allowed;
+        if !near.is_empty() {
+            g.locality = near;
+            kept.push(g);
+        } else if grant.names(g.vendor) {
+            g.locality = allowed.clone();
+            named_far.push(g);
+        }
+    }
+    // Those near the job first (each in PCI order): a task takes a GPU near its CPUs
+    // before one its allocation names far away.
+    let far = before - kept.len() - named_far.len();
+    kept.extend(named_far);
+    for (i, g) in kept.iter_mut().enumerate() {
+        g.index = i;
+    }
+    (kept, far)
 }

@@ -153,6 +153,7 @@ impl Topology {
             io,
             ge,
             whole_index: None,
+            whole: None,
         }
     }
 }

@@ -33,6 +33,11 @@ pub struct Topology {
     /// index (which restricting keeps), so that `core:7` names the same core in a plan, in
     /// `explain` and in a refusal whatever was taken out.
     whole_index: Option<std::sync::Arc<HashMap<u64, usize>>>,
+    /// For a topology with I/O that was cut down (to the job's allocation, around other
+    /// jobs), the whole node's as loaded: GPUs are found and numbered on it (SEMANTICS §9:
+    /// a GPU's name is the node's, whatever the job's CPUs), where hwloc's restrict would
+    /// have dropped those near no CPU left and numbered the rest from 0.
+    whole: Option<std::sync::Arc<hwlocality::Topology>>,
 }
 
 /// The CPU-side object types a label may name.
@@ -154,6 +159,11 @@ impl Topology {
                 why: why.to_owned(),
             });
         }
+        let whole = self.io.then(|| {
+            self.whole
+                .clone()
+                .unwrap_or_else(|| std::sync::Arc::new(self.hw.clone()))
+        });
         let mut hw = self.hw.clone();
         hw.edit(|editor| editor.restrict(&to_hw(&keep), RestrictFlags::empty()))
             .map_err(|e| TopologyError::Xml {
@@ -166,7 +176,14 @@ impl Topology {
             io: self.io,
             ge: self.ge.clone(),
             whole_index: Some(std::sync::Arc::new(whole_index)),
+            whole,
         })
+    }
+
+    /// The whole node's hwloc topology, before any cut to the job's allocation or around
+    /// other jobs: where GPUs are found and numbered (the node's numbering).
+    pub(crate) fn whole_hw(&self) -> &hwlocality::Topology {
+        self.whole.as_deref().unwrap_or(&self.hw)
     }
 
     /// `obj`'s logical index on the whole node, also when this topology has PUs taken out.
