@@ -70,6 +70,9 @@ pub struct Grant {
     /// Per vendor, the container runtime's variable (`NVIDIA_VISIBLE_DEVICES`), when it
     /// names GPUs: `Some(empty)` for `none`/`void`, `None` unset or `all`.
     container: [Option<Vec<String>>; VENDORS.len()],
+    /// Whether a container variable is set at all (`all` too): the device files present
+    /// then say which GPUs the task can open.
+    in_container: bool,
     /// What the drivers said (UUIDs, the GPUs this process can open), once the host was
     /// asked ([`Grant::wants_driver`]).
     driver: Option<DriverView>,
@@ -133,6 +136,7 @@ impl Grant {
         ask: None,
         flux: false,
         container: [const { None }; VENDORS.len()],
+        in_container: false,
         driver: None,
     };
 
@@ -201,6 +205,9 @@ impl Grant {
                     list => Some(entries(list)),
                 }
             }),
+            in_container: VENDORS
+                .iter()
+                .any(|row| row.container.and_then(get).is_some()),
             driver: None,
         }
     }
@@ -211,7 +218,7 @@ impl Grant {
     pub fn wants_driver(&self) -> bool {
         self.driver.is_none()
             && (self.uuid
-                || self.container.iter().any(Option::is_some)
+                || self.in_container
                 || self
                     .lists
                     .iter()
