@@ -364,6 +364,8 @@ pub enum PeerArg {
     Numactl,
     /// hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind.
     HwlocBind,
+    /// torchrun: --numa-binding node|socket|exclusive|core-complex, --nproc-per-node.
+    Torchrun,
 }
 
 /// `binder convert`'s answer: the shape on stdout and its notes as `#` lines after it,
@@ -375,6 +377,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
         PeerArg::Slurm => Peer::Slurm,
         PeerArg::Numactl => Peer::Numactl,
         PeerArg::HwlocBind => Peer::HwlocBind,
+        PeerArg::Torchrun => Peer::Torchrun,
     };
     if args.options.is_empty() {
         return Err("convert: give the options after `--`, e.g. `binder convert --from ompi -- --map-by socket --bind-to core`".into());

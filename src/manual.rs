@@ -60,7 +60,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &binder_core::launch::line::GPU_GRANT_VARS,
-        what: "the job's GPU allocation: tasks are given GPUs from it only (their numbers are the allocation's, as the launcher set them)",
+        what: "the job's GPU allocation: tasks are given GPUs from it only, named as the launcher wrote them; an index is the runtime's over the node's GPUs (or a container's: `NVIDIA_VISIBLE_DEVICES` and the `/dev/nvidiaN` files present say which it has), never renumbered by the job's CPUs; a `GPU-` entry is a UUID or a unique prefix of one, from hwloc or the driver (`/proc/driver/nvidia/gpus`, `nvidia-smi`, AMD's `unique_id`)",
     },
     Entry {
         names: &["OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"],
@@ -80,7 +80,11 @@ pub const ENVIRONMENT: &[Entry] = &[
     },
     Entry {
         names: &binder_core::identity::LOCAL_VARS,
-        what: "the task's local rank and the node's task count, innermost launcher first (MPI launchers, then Flux, then Slurm); `--local-rank` and `--local-size` win",
+        what: "the task's local rank and the node's task count, innermost launcher first (torchrun and DeepSpeed's launcher, then MPI launchers, then Flux, then Slurm); `--local-rank` and `--local-size` win",
+    },
+    Entry {
+        names: &binder_core::identity::MARK_VARS,
+        what: "mark `LOCAL_RANK` as torchrun's (torch elastic; `LOCAL_WORLD_SIZE` the node's workers) or DeepSpeed's launcher's (`LOCAL_SIZE`); a `LOCAL_RANK` alone names no launcher. Their workers are one job, named by the agent (the `torchrun` or `deepspeed` process, else the workers' parent)",
     },
     Entry {
         names: &binder_core::identity::JOB_VARS,

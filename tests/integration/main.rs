@@ -24,4 +24,5 @@ mod placement;
 mod preview;
 mod properties;
 mod readme;
+mod torch_model;
 mod torchrun;

@@ -195,12 +195,56 @@ impl Launcher {
     }
 }
 
-/// How many names [`LOCAL_VARS`] has.
+/// How many rows have a mark ([`LauncherRow::requires`]).
+const MARK_COUNT: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < LAUNCHERS.len() {
+        if LAUNCHERS[i].requires.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
+/// The variables that mark a common rank variable as one launcher's (`TORCHELASTIC_RUN_ID`,
+/// `CROSS_RANK`): the manual's ENVIRONMENT row is this list.
+pub const MARK_VARS: [&str; MARK_COUNT] = {
+    let mut out = [""; MARK_COUNT];
+    let (mut i, mut k) = (0, 0);
+    while i < LAUNCHERS.len() {
+        if let Some(mark) = LAUNCHERS[i].requires {
+            out[k] = mark;
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// Whether a row before `row` reads `var` as its local rank (torchrun's and DeepSpeed's
+/// `LOCAL_RANK`): [`LOCAL_VARS`] lists it once.
+const fn earlier_rank(row: usize, var: &str) -> bool {
+    let mut i = 0;
+    while i < row {
+        if same(LAUNCHERS[i].local_rank, var) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// How many names [`LOCAL_VARS`] has (a rank variable two launchers share counts once).
 const LOCAL_COUNT: usize = {
     let mut n = 0;
     let mut i = 0;
     while i < LAUNCHERS.len() {
-        n += 1 + LAUNCHERS[i].local_size.len();
+        if !earlier_rank(i, LAUNCHERS[i].local_rank) {
+            n += 1;
+        }
+        n += LAUNCHERS[i].local_size.len();
         i += 1;
     }
     n
@@ -213,8 +257,10 @@ pub const LOCAL_VARS: [&str; LOCAL_COUNT] = {
     let mut out = [""; LOCAL_COUNT];
     let (mut i, mut k) = (0, 0);
     while i < LAUNCHERS.len() {
-        out[k] = LAUNCHERS[i].local_rank;
-        k += 1;
+        if !earlier_rank(i, LAUNCHERS[i].local_rank) {
+            out[k] = LAUNCHERS[i].local_rank;
+            k += 1;
+        }
         let mut j = 0;
         while j < LAUNCHERS[i].local_size.len() {
             out[k] = LAUNCHERS[i].local_size[j];
@@ -331,7 +377,8 @@ mod tests {
     fn derived_lists() {
         assert_eq!(LOCAL_VARS[0], "LOCAL_RANK");
         assert!(LOCAL_VARS.contains(&"LOCAL_WORLD_SIZE") && LOCAL_VARS.contains(&"LOCAL_SIZE"));
-        assert_eq!(LOCAL_VARS.len(), 20);
+        assert_eq!(LOCAL_VARS.len(), 19);
+        assert_eq!(LOCAL_VARS.iter().filter(|v| **v == "LOCAL_RANK").count(), 1);
         assert!(LOCAL_VARS.contains(&"SLURM_STEP_TASKS_PER_NODE"));
         // PMIX_NAMESPACE is Open MPI's and jsrun's: listed once.
         assert_eq!(

@@ -18,7 +18,7 @@ mod slurm;
 use std::fmt;
 
 pub(crate) use launchers::SizeFrom;
-pub use launchers::{LauncherRow, JOB_VARS, LAUNCHERS, LOCAL_VARS};
+pub use launchers::{LauncherRow, JOB_VARS, LAUNCHERS, LOCAL_VARS, MARK_VARS};
 
 /// The most tasks binder accepts on one node (65,536): more than any node has PUs, so
 /// even an oversubscribed `bind: none` job fits, while a corrupt or hostile number is

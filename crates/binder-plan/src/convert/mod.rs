@@ -24,6 +24,8 @@ pub enum Peer {
     Numactl,
     /// `hwloc-bind`.
     HwlocBind,
+    /// torchrun (`torch.distributed.run`): `--numa-binding`.
+    Torchrun,
 }
 
 /// A converted line: the shape's YAML and what the reader should know about it.
@@ -69,6 +71,7 @@ pub fn convert(peer: Peer, words: &[String]) -> Result<Converted, ConvertError> 
         Peer::Slurm => peers::slurm(words, &mut notes)?,
         Peer::Numactl => peers::numactl(words, &mut notes)?,
         Peer::HwlocBind => peers::hwloc_bind(words, &mut notes)?,
+        Peer::Torchrun => peers::torchrun(words, &mut notes)?,
     };
     let line = words
         .iter()
@@ -120,6 +123,8 @@ pub(crate) struct Want {
     /// Each task's own objects by the kernel's numbers, in rank order (Slurm's
     /// `map_cpu`/`mask_cpu`): the type and its list, written as `ranks:` rules.
     pub per_rank: Vec<(&'static str, String)>,
+    /// `options.numa-binding` (torchrun's `--numa-binding`).
+    pub numa_binding: Option<&'static str>,
 }
 
 impl Default for Want {
@@ -138,6 +143,7 @@ impl Default for Want {
             fixed_os: false,
             within: None,
             per_rank: Vec::new(),
+            numa_binding: None,
         }
     }
 }
@@ -150,6 +156,7 @@ impl Want {
             Peer::Slurm => "slurm",
             Peer::Numactl => "numactl",
             Peer::HwlocBind => "hwloc-bind",
+            Peer::Torchrun => "torchrun",
         };
         let mut out = format!("# binder convert --from {tool} -- {line}\n");
         let mut options = Vec::new();
@@ -168,6 +175,9 @@ impl Want {
         if self.oversubscribe {
             options.push("  oversubscribe: true".to_owned());
         }
+        if let Some(mode) = self.numa_binding {
+            options.push(format!("  numa-binding: {mode}"));
+        }
         if !options.is_empty() {
             out.push_str("options:\n");
             for o in options {
@@ -176,6 +186,10 @@ impl Want {
             }
         }
         out.push_str("resources:\n");
+        if self.numa_binding.is_some() {
+            out.push_str("  - type: core\n    count: all\n");
+            return out;
+        }
         if self.bind == Some("none") && self.fixed.is_none() {
             out.push_str("  - type: machine\n");
             return out;

@@ -72,6 +72,14 @@ pub enum DistributeError {
         /// How the unit was chosen.
         rule: String,
     },
+    /// PyTorch's NUMA binding cannot place a worker (`options.numa-binding`).
+    #[error("{origin}: numa-binding: {why}")]
+    NumaBinding {
+        /// The shape file.
+        origin: String,
+        /// What is missing, and what to change.
+        why: String,
+    },
     /// More GPUs asked for than the node has.
     #[error("{origin}: {tasks} task(s) × {per_task} GPU(s) per task need {need} GPU(s), but {source_desc} has {have}{hint}")]
     TooFewGpus {

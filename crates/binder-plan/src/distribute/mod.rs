@@ -16,6 +16,7 @@ mod gpus;
 mod plan;
 mod pool;
 pub(crate) mod slots;
+mod torch;
 mod width;
 
 use crate::cpuset::CpuSet;
@@ -82,8 +83,11 @@ pub(crate) fn distribute(
         levels: Vec::new(),
         ge: None,
         kinds: None,
+        numa_binding: request.numa_binding,
     };
-    if let Some(preset) = &selection.preset {
+    if let Some(mode) = request.numa_binding {
+        torch::deal(topology, &selection.cpuset(), mode, &mut plan, origin)?;
+    } else if let Some(preset) = &selection.preset {
         deal_preset(topology, preset, request, &mut plan);
     } else if selection.slots.is_empty() {
         deal_pool(topology, selection, request, &mut plan, origin)?;
@@ -100,7 +104,7 @@ pub(crate) fn distribute(
         width::slurm_auto(topology, &mut plan, origin)?;
     }
     // GPUs follow CPUs: tasks not placed by their GPUs take the GPUs nearest their cpuset.
-    if request.locality == Locality::Any {
+    if request.locality == Locality::Any && request.numa_binding.is_none() {
         if let Some(g) = request.gpus_per_task {
             let need: Vec<usize> = (0..n).filter(|&r| plan.tasks[r].gpus.is_empty()).collect();
             let taken: Vec<usize> = plan.tasks.iter().flat_map(|t| t.gpus.clone()).collect();

@@ -45,6 +45,8 @@ pub(crate) struct Request {
     /// Why the job may use fewer GPUs than the node has (its allocation, other jobs), for
     /// a refusal that would otherwise blame the topology.
     pub gpus_note: Option<String>,
+    /// `options.numa-binding`: PyTorch's rules place every task (`torch`).
+    pub numa_binding: Option<crate::shape::NumaBinding>,
 }
 
 /// How many units of each kind of core every task got, on a node with more than one
@@ -192,6 +194,9 @@ pub struct Plan {
     pub ge: Option<crate::ge::Summary>,
     /// Units of each core kind per task, on a node with more than one kind.
     pub kinds: Option<KindCounts>,
+    /// `options.numa-binding`, when PyTorch's rules placed the tasks (their workers share
+    /// a node or package by design).
+    pub numa_binding: Option<crate::shape::NumaBinding>,
 }
 
 impl Plan {

@@ -68,17 +68,11 @@ pub(super) fn plan(
         }
         let mut gpus = grant.apply(all);
         gpus.retain(|g| !held_gpus.contains(&g.claim_id()));
-        let (gpus, far) = near_the_job(gpus, grant, &topology.allowed());
+        let gpus = near_the_job(gpus, grant, &topology.allowed());
         if let Some(why) = grant.uuid_missing(&gpus) {
             return Err(PlanError::Gpus(why));
         }
-        gpus_note = grant.why_fewer(node, &gpus).map(|note| match far {
-            0 => note,
-            n => format!(
-                "{note}; {n} lie away from the job's cpus {}, and its allocation names no GPU",
-                topology.allowed()
-            ),
-        });
+        gpus_note = grant.why_fewer(node, &gpus);
         (gpus, nic::discover(topology))
     } else {
         (Vec::new(), Vec::new())
@@ -155,6 +149,7 @@ pub(super) fn plan(
         performance,
         balanced: shape.options.kind == Some(shape::CoreKind::Balanced),
         gpus_note,
+        numa_binding: shape.options.numa_binding,
     };
     let mut plan = distribute::distribute(topology, &selection, gpus, nics, &request_d, origin)?;
     plan.levels = distribute::Spans::LEVELS
@@ -180,36 +175,30 @@ pub(super) fn plan(
     Ok(plan)
 }
 
-/// The GPUs of `gpus` this job may place tasks by: those near its CPUs (`allowed`), each
-/// with the part of its locality the job has; a GPU its allocation names is the job's
-/// wherever it lies, near every CPU of the job when none of them is near it (a scheduler
-/// that gave far CPUs has the last word). Without a name, a GPU near none of the job's
-/// CPUs is another job's to take (what hwloc's restrict did before the node's numbering
-/// was kept). Returns them renumbered from 0, near ones first, and how many were left
-/// out.
-fn near_the_job(
-    gpus: Vec<gpu::Gpu>,
-    grant: &gpu::Grant,
-    allowed: &CpuSet,
-) -> (Vec<gpu::Gpu>, usize) {
-    let before = gpus.len();
-    let (mut kept, mut named_far) = (Vec::new(), Vec::new());
+/// The job's GPUs ordered for placing tasks by (SEMANTICS §9): those near its CPUs
+/// (`allowed`) first, each with the part of its locality the job has, then the others.
+/// A far GPU the allocation names is near every CPU of the job (a scheduler that gave
+/// far CPUs has the last word, and `gpu-local` places its tasks on the job's CPUs); an
+/// unnamed far one keeps its own locality, so that a task takes a GPU near its CPUs
+/// before it and `gpu-local` refuses to reach it for want of cores near it. Returned
+/// renumbered from 0.
+fn near_the_job(gpus: Vec<gpu::Gpu>, grant: &gpu::Grant, allowed: &CpuSet) -> Vec<gpu::Gpu> {
+    let (mut kept, mut far) = (Vec::new(), Vec::new());
     for mut g in gpus {
         let near = &g.locality & allowed;
         if !near.is_empty() {
             g.locality = near;
             kept.push(g);
-        } else if grant.names(g.vendor) {
-            g.locality = allowed.clone();
-            named_far.push(g);
+        } else {
+            if grant.names(g.vendor) {
+                g.locality = allowed.clone();
+            }
+            far.push(g);
         }
     }
-    // Those near the job first (each in PCI order): a task takes a GPU near its CPUs
-    // before one its allocation names far away.
-    let far = before - kept.len() - named_far.len();
-    kept.extend(named_far);
+    kept.extend(far);
     for (i, g) in kept.iter_mut().enumerate() {
         g.index = i;
     }
-    (kept, far)
+    kept
 }

@@ -113,6 +113,7 @@ pub(super) fn plan(
             levels: Vec::new(),
             ge: None,
             kinds: None,
+            numa_binding: None,
         },
     };
     let unbound = |rank: usize| distribute::Task {

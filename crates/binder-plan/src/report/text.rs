@@ -183,7 +183,12 @@ pub(super) fn render(
             logical.len()
         )?;
     }
-    if plan.oversubscribed() {
+    if let (true, Some(mode)) = (plan.oversubscribed(), plan.numa_binding) {
+        writeln!(
+            out,
+            "shared: the workers of one NUMA node or package share its cpus (`numa-binding: {mode}`, as PyTorch binds them)"
+        )?;
+    } else if plan.oversubscribed() {
         writeln!(
             out,
             "oversubscribed: {} tasks share their units (`oversubscribe: true`)",

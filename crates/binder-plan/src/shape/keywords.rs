@@ -289,6 +289,33 @@ impl Keyword for GpuIds {
         &[("index", GpuIds::Index), ("uuid", GpuIds::Uuid)];
 }
 
+/// PyTorch's NUMA binding modes (`torchrun --numa-binding`, `torch/numa/binding.py`):
+/// local rank `r` takes the job's GPU `r` and CPUs by the GPU's NUMA node (SEMANTICS §9,
+/// ML launchers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumaBinding {
+    /// Every allowed CPU of the GPU's NUMA node.
+    Node,
+    /// Every allowed CPU of the package holding that node.
+    Socket,
+    /// That node's physical cores dealt evenly to the node's GPUs in index order, the
+    /// lowest indices one extra.
+    Exclusive,
+    /// One last-level-cache group of that node, most CPUs first, by the GPU's place
+    /// among the node's GPUs modulo their count.
+    CoreComplex,
+}
+
+impl Keyword for NumaBinding {
+    const WHAT: &'static str = "NUMA binding mode";
+    const SPELLINGS: &'static [(&'static str, Self)] = &[
+        ("node", NumaBinding::Node),
+        ("socket", NumaBinding::Socket),
+        ("exclusive", NumaBinding::Exclusive),
+        ("core-complex", NumaBinding::CoreComplex),
+    ];
+}
+
 /// Serde, schema and display support shared by the keyword enums.
 macro_rules! keyword_impls {
     ($($ty:ident: $desc:literal),* $(,)?) => {$(
@@ -330,6 +357,7 @@ keyword_impls!(
     Membind: "Memory binding policy.",
     CoreKind: "Core kind: performance (p) or efficiency (e), from hwloc's CPU kinds; in `options` also balanced (every task gets as many cores of each kind).",
     GpuIds: "How GPU variables name a task's GPUs: index (each runtime's own numbering; default) or uuid (GPU-<uuid> from hwloc's NVIDIAUUID/AMDUUID where the topology has it).",
+    NumaBinding: "PyTorch's NUMA binding (torchrun --numa-binding): local rank r takes the job's GPU r and the CPUs of its NUMA node (node), package (socket), an even share of the node's cores among the node's GPUs (exclusive) or one of the node's L3 groups (core-complex).",
     Pack: "Packing policy on a shared node: spread (freest containers first), fill (partly used containers first; default), exclusive (whole free containers only, kept from other jobs).",
 );
 

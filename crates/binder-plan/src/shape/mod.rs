@@ -23,7 +23,7 @@ mod validate;
 pub use count::Count;
 pub use error::{ShapeError, MAX_SHAPE_BYTES};
 pub use index::IndexList;
-pub use keywords::{Bind, CoreKind, GpuIds, Membind, ObjType, Pack, Pattern};
+pub use keywords::{Bind, CoreKind, GpuIds, Membind, NumaBinding, ObjType, Pack, Pattern};
 pub use memory::Memory;
 pub use model::{Options, Shape, Version};
 pub use per_rank::Group;

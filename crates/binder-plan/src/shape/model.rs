@@ -10,7 +10,9 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::resource::reverse_flag;
-use super::{Bind, CoreKind, GpuIds, Membind, Memory, ObjType, Pack, Pattern, Resource};
+use super::{
+    Bind, CoreKind, GpuIds, Membind, Memory, NumaBinding, ObjType, Pack, Pattern, Resource,
+};
 
 /// A placement request: binding options plus the tree of resources to draw CPUs from.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -94,6 +96,11 @@ pub struct Options {
     /// them (Open MPI's `--oversubscribe`, Slurm's `--overcommit`); without it, refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oversubscribe: bool,
+    /// PyTorch's NUMA binding (`torchrun --numa-binding`): local rank r takes the job's
+    /// GPU r and CPUs by that GPU's NUMA node: `node`, `socket`, `exclusive` or
+    /// `core-complex` (SEMANTICS §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_binding: Option<NumaBinding>,
 }
 
 impl Options {
@@ -189,6 +196,7 @@ impl Shape {
     pub fn needs_gpus(&self) -> bool {
         matches!(self.options.bind, Some(Bind::GpuLocal | Bind::GpuRemote))
             || self.options.gpus_per_task.is_some()
+            || self.options.numa_binding.is_some()
             || self.items().iter().any(|r| r.kind == ObjType::Gpu)
     }
 

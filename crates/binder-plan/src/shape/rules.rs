@@ -70,6 +70,25 @@ impl Shape {
         {
             return Err("`memory:` with `membind: none`; `memory` says where a memory policy puts pages, so give `membind: local`, `interleave` or `preferred`, or drop `memory`".to_owned());
         }
+        if self.options.numa_binding.is_some() {
+            let clash = [
+                (self.options.bind.is_some(), "`bind`"),
+                (
+                    self.options.gpus_per_task.is_some_and(|g| g.get() != 1),
+                    "`gpus-per-task` other than 1",
+                ),
+                (!self.ranks.is_empty(), "`ranks:`"),
+                (self.options.ge.is_some(), "`ge`"),
+                (self.options.oversubscribe, "`oversubscribe`"),
+                (
+                    self.items().iter().any(|r| r.kind == ObjType::Slot),
+                    "`slot` items",
+                ),
+            ];
+            if let Some((_, what)) = clash.iter().find(|(c, _)| *c) {
+                return Err(format!("`numa-binding` with {what}: PyTorch's NUMA binding gives local rank r the job's GPU r and the CPUs its mode names, so it decides the binding alone; drop {what}, or drop `numa-binding` and use `bind: gpu-local`"));
+            }
+        }
         if self.options.oversubscribe && !self.ranks.is_empty() {
             return Err("`oversubscribe` with `ranks:`: rules give their ranks units of their own; oversubscribe a shape without rules, or give the rules fewer ranks".to_owned());
         }

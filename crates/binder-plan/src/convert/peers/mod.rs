@@ -7,10 +7,12 @@ use super::ConvertError;
 mod hwloc;
 mod ompi;
 mod slurm;
+mod torch;
 
 pub(in crate::convert) use hwloc::{hwloc_bind, numactl};
 pub(in crate::convert) use ompi::ompi;
 pub(in crate::convert) use slurm::slurm;
+pub(in crate::convert) use torch::torchrun;
 
 /// `Err` with a sentence.
 pub(super) fn refuse<T>(why: impl Into<String>) -> Result<T, ConvertError> {
