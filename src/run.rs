@@ -160,6 +160,7 @@ pub fn run(
         pack: config.pack.map(|p| format!("{p:?}")),
         share: config.share,
         gpu_ids: config.gpu_ids.map(|g| format!("{g:?}")),
+        gpus_per_task: config.gpus_per_task,
     };
     let site_bytes = site.as_ref().map(|(_, text)| text.as_str());
     // The job's allocation on this node (SEMANTICS §4.1): launches and dry-runs on this

@@ -360,8 +360,9 @@ fn plugin_gpus_from_the_jobs_r() {
 }
 
 /// `-o gpu-affinity=per-task` (each task sees only its own GPU): the plugin plans with
-/// R's GPUs and hands them out as without it; the wrapper, which cannot tell, refuses
-/// with one line per task that names the option and the way out (the count is printed).
+/// R's GPUs and hands them out as without it; the wrapper, which cannot tell, refuses a
+/// GPU shape with one line per task that names the option and the way out (the count is
+/// printed), and runs a CPU-only shape's ranks as one job (#61).
 #[test]
 fn gpu_affinity_per_task_plugin_and_wrapper() {
     let Some(xml) = t4_xml() else {
@@ -371,14 +372,29 @@ fn gpu_affinity_per_task_plugin_and_wrapper() {
         "export HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 RC\nexec flux start --test-size=1 sh -c '\
          flux run -n2 -g1 -o gpu-affinity=per-task -o userrc=$RC -o binder=shapes/gpu-devices-only.yaml sh -c \"echo \\$FLUX_TASK_RANK\\|\\$CUDA_VISIBLE_DEVICES\\|\\$BINDER_GPUS\\|x\\|x\"\n\
          n=$(flux run -n2 -g1 -o gpu-affinity=per-task $BINDER shapes/gpu-devices-only.yaml -- true 2>&1 | grep -c \"^binder: .*keep gpu-affinity on\")\n\
-         echo \"w|$n|x|x|x\"'",
+         echo \"w|$n|x|x|x\"\n\
+         for s in cores-packed bind-none; do \
+           ok=$(flux run -n2 -g1 -o gpu-affinity=per-task $BINDER shapes/$s.yaml -- sh -c \"echo ran\" 2>&1 | grep -c \"^ran\"); \
+           echo \"c-$s|$ok|x|x|x\"; done'",
         xml.display()
     );
     let Some(got) = with_plugin(1, &script) else {
         return;
     };
     let lines = first_fields(&got);
-    assert_eq!(lines, ["0|0|0", "1|1|1", "w|2|x"], "{got:?}");
+    // A CPU-only shape through the wrapper: both ranks run (23e2c73 refused rank 1 as
+    // another shape: each rank's GPU variable keyed its plan).
+    assert_eq!(
+        lines,
+        [
+            "0|0|0",
+            "1|1|1",
+            "c-bind-none|2|x",
+            "c-cores-packed|2|x",
+            "w|2|x"
+        ],
+        "{got:?}"
+    );
 }
 
 /// SEMANTICS §4.2: a Flux instance on part of the node numbers its cores from 0 (its

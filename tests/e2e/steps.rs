@@ -222,6 +222,36 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
     }
     assert!(!out.contains("binder:"), "{out}");
 
+    // A batch job with more GPUs than the step (`--gpus=4`, steps `--gpus-per-task=1` of
+    // 2 tasks): a CPU-only shape runs (its plan does not depend on GPUs); a GPU shape,
+    // whose step GPUs no variable names, is refused in one line that names the ways out
+    // that work inside this batch job, not "run the step there" (#61).
+    let mut script = format!(
+        "#!/bin/sh\nexport HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 TAG\n",
+        xml.display()
+    );
+    script.push_str(&format!(
+        "TAG=cpu srun -n2 --overcommit --gpus-per-task=1 {binder} shapes/bind-none.yaml -- sh $PROBE\n\
+         srun -n2 --overcommit --gpus-per-task=1 {binder} shapes/gpu-devices-only.yaml -- true\n"
+    ));
+    let out = sbatch(
+        slurm,
+        &ledger,
+        &["-n2", "--overcommit", "--gpus=4"],
+        &script,
+    );
+    let s = seen(&out);
+    assert_eq!(s.get("cpu").map(BTreeMap::len), Some(2), "{out}");
+    let refusals: Vec<&str> = out.lines().filter(|l| l.starts_with("binder:")).collect();
+    assert_eq!(refusals.len(), 2, "{out}");
+    for line in refusals {
+        assert!(
+            line.contains("srun --gpus=4") && line.contains("--binder=SHAPE"),
+            "{line}"
+        );
+        assert!(!line.contains("run the step there"), "{line}");
+    }
+
     // Outside one (`srun` making its own allocation), Slurm says how many GPUs the step
     // has here (2 of the node's 4) but not which: binder asks `scontrol show job -d`
     // once, and each task gets the GPU the plan gives its rank and, gpu-local, the

@@ -107,6 +107,19 @@ pub struct Requests {
     pub share: bool,
     /// `--gpu-ids`, by name.
     pub gpu_ids: Option<String>,
+    /// `--gpus-per-task`.
+    pub gpus_per_task: Option<usize>,
+}
+
+/// Whether a shape's or site file's text can ask for GPUs: it names one (`gpu-local`,
+/// `gpus-per-task`, `type: gpu`, `gpu-ids`, in any case) or PyTorch's binding
+/// (`numa-binding`). Only then do the GPU variables a task inherits key its job's plan:
+/// under Flux's `gpu-affinity=per-task` (or any launcher that gives each task its own
+/// devices) the ranks of a CPU-only job inherit different ones and are still one job
+/// with one plan. A comment that names a GPU only keys the plan more finely.
+fn may_use_gpus(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("gpu") || text.contains("numa-binding")
 }
 
 /// The text the node cache and the ledger key a plan by: the shape file's bytes (none for
@@ -121,8 +134,13 @@ fn job_text(
     // A task given some of the step's GPUs keys the plan by the step's, as its
     // siblings do (`vendor::task_split`).
     let split = crate::vendor::task_split(env);
+    let gpu_words = may_use_gpus(shape)
+        || site.is_some_and(may_use_gpus)
+        || requests.gpu_ids.is_some()
+        || requests.gpus_per_task.is_some();
     let gpus: String = GPU_GRANT_VARS
         .iter()
+        .filter(|_| gpu_words)
         .filter(|&&n| {
             split.is_none()
                 || n == crate::vendor::SCHEDULER_GPU_COUNT
@@ -136,9 +154,10 @@ fn job_text(
         pack,
         share,
         gpu_ids,
+        gpus_per_task,
     } = requests;
     format!(
-        "{shape}\n#ge:{ge:?}\n#reserve:{reserve:?}\n#pack:{pack:?}\n#share:{share}\n#gpu-ids:{gpu_ids:?}\n#gpus-env:{gpus}\n#site:{}",
+        "{shape}\n#ge:{ge:?}\n#reserve:{reserve:?}\n#pack:{pack:?}\n#share:{share}\n#gpu-ids:{gpu_ids:?}\n#gpus-per-task:{gpus_per_task:?}\n#gpus-env:{gpus}\n#site:{}",
         site.unwrap_or("")
     )
 }
@@ -336,10 +355,24 @@ mod tests {
     #[test]
     fn the_key_changes_with_every_input() {
         let none = |_: &str| None;
+        let gpu_env = |k: &str| (k == "SLURM_JOB_GPUS").then(|| "0".to_owned());
         let base = job_text("s", &Requests::default(), None, &none);
-        let with_gpus = job_text("s", &Requests::default(), None, &|k: &str| {
-            (k == "SLURM_JOB_GPUS").then(|| "0".to_owned())
-        });
+        let with_gpus = job_text("bind: gpu-local", &Requests::default(), None, &gpu_env);
+        // A CPU-only shape's plan is the same whatever GPUs a task inherits (Flux's
+        // gpu-affinity=per-task gives each rank its own); a GPU shape's is not.
+        assert_eq!(base, job_text("s", &Requests::default(), None, &gpu_env));
+        assert_ne!(
+            job_text("bind: gpu-local", &Requests::default(), None, &none),
+            with_gpus
+        );
+        let per_task = Requests {
+            gpus_per_task: Some(1),
+            ..Requests::default()
+        };
+        assert_ne!(
+            job_text("s", &per_task, None, &none),
+            job_text("s", &per_task, None, &gpu_env)
+        );
         let shared = Requests {
             share: true,
             ..Requests::default()
@@ -348,7 +381,7 @@ mod tests {
             job_text("t", &Requests::default(), None, &none),
             job_text("s", &shared, None, &none),
             job_text("s", &Requests::default(), Some("reserve: []"), &none),
-            with_gpus,
+            job_text("s", &per_task, None, &none),
         ] {
             assert_ne!(base, other);
         }

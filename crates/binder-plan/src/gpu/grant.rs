@@ -64,6 +64,9 @@ pub struct Grant {
     split: Option<usize>,
     /// What asking the scheduler for the job's GPUs needs, while `split` is unresolved.
     ask: Option<Ask>,
+    /// How many GPUs `SLURM_JOB_GPUS` lists, when it is set but is not the step's (a step
+    /// given some of a batch job's GPUs): the refusal's advice differs there.
+    job_listed: Option<usize>,
     /// Whether the job is Flux's, whose `gpu-affinity=per-task` leaves each task only its
     /// own GPUs and says so nowhere a task can read cheaply: the refusal names it.
     flux: bool,
@@ -134,6 +137,7 @@ impl Grant {
         mig: None,
         split: None,
         ask: None,
+        job_listed: None,
         flux: false,
         container: [const { None }; VENDORS.len()],
         in_container: false,
@@ -155,14 +159,14 @@ impl Grant {
         let mut slurm = first(&SCHEDULER_GPU_VARS);
         let count = binder_core::vendor::task_split(get).filter(|&k| k <= MAX_ENTRIES);
         let step = get(SCHEDULER_GPU_VARS[0]).map(|v| entries(&v));
-        let (mut split, mut ask) = (None, None);
+        let (mut split, mut ask, mut job_listed) = (None, None, None);
         if let (Some(k), Some(task)) = (count, step) {
             // This task's GPUs, not the step's: the step's are the job's if Slurm
             // lists them, else (`split`) every GPU of a node that has `k`.
             said.push(format!("{SCHEDULER_GPU_COUNT}={k}"));
-            let job = get(SCHEDULER_GPU_VARS[1])
-                .map(|v| entries(&v))
-                .filter(|j| j.len() == k);
+            let listed = get(SCHEDULER_GPU_VARS[1]).map(|v| entries(&v));
+            job_listed = listed.as_ref().map(Vec::len).filter(|&n| n != k);
+            let job = listed.filter(|j| j.len() == k);
             // Constrained devices renumber: the task's vendor entries are then
             // positions in the step's list, not its physical indices.
             let renumbered = lists
@@ -196,6 +200,7 @@ impl Grant {
             mig: None,
             split,
             ask,
+            job_listed,
             flux: get("FLUX_JOB_ID").is_some(),
             container: VENDORS.each_ref().map(|row| {
                 let value = get(row.container?)?;
@@ -587,9 +592,16 @@ impl Grant {
                 Some(None) => "; `scontrol show job -d` did not say which".to_owned(),
                 None => String::new(),
             };
-            text.push_str(&format!(
-                "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside an `sbatch` job with `--gpus` (SLURM_JOB_GPUS; not in `salloc` on Slurm 22.05){asked}: run the step there, give the step all the job's GPUs, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
-            ));
+            match self.job_listed {
+                // Inside a batch job whose GPUs are more than the step's: the advice to run
+                // the step in one would send the user round in a circle.
+                Some(n) => text.push_str(&format!(
+                    "; Slurm gave each task only some of the step's {k} GPU(s) here, and this batch job has {n} (SLURM_JOB_GPUS), so which {k} are the step's is unknown: give the step all the job's GPUs (`srun --gpus={n}` without `--gpus-per-task`), or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
+                )),
+                None => text.push_str(&format!(
+                    "; Slurm gave each task only some of the step's {k} GPU(s) here and names the step's only inside an `sbatch` job with `--gpus` (SLURM_JOB_GPUS; not in `salloc` on Slurm 22.05){asked}: run the step there, give the step all the job's GPUs, or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs"
+                )),
+            }
         } else if self.said.iter().any(|s| s.ends_with("=-1")) {
             text.push_str(
                 "; Flux exports -1 to a job that asked for no GPUs: add `-g N` (`--gpus-per-task`) to `flux run`",
