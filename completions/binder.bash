@@ -122,7 +122,7 @@ _binder() {
             fi
             case "${prev}" in
                 --from)
-                    COMPREPLY=($(compgen -W "ompi slurm numactl hwloc-bind" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ompi slurm numactl hwloc-bind torchrun" -- "${cur}"))
                     return 0
                     ;;
                 *)

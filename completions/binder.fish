@@ -86,6 +86,7 @@ complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d '
 complete -c binder -n "__fish_binder_using_subcommand convert" -l from -d 'Whose options follow `--`' -r -f -a "ompi\t'Open MPI\'s mpirun: --map-by, --bind-to, --rank-by, --use-hwthread-cpus'
 slurm\t'Slurm\'s srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*'
 numactl\t'numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred'
-hwloc-bind\t'hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind'"
+hwloc-bind\t'hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind'
+torchrun\t'torchrun: --numa-binding node|socket|exclusive|core-complex, --nproc-per-node'"
 complete -c binder -n "__fish_binder_using_subcommand convert" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -416,3 +416,36 @@ fn the_nvidia_proc_tree_and_device_files_in_a_private_mount_namespace() {
     let (cvd, cpus, _) = ran(&cmd.output().unwrap());
     assert_eq!((cvd.as_str(), cpus.as_str()), ("GPU-77771", "1"));
 }
+
+#[test]
+fn the_gpu_smoke_check_passes_on_the_fake_node() {
+    let Some(ledger) = ready() else { return };
+    // tools/gpu-smoke.sh as a site runs it on a GPU node, here on the 2 × 2 XML with the
+    // fake driver: discovery, each task's devices, both UUID forms, an ambiguous prefix,
+    // torchrun-style workers.
+    let path = format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", fake_smi().display());
+    let out = Command::new("bash")
+        .arg(common::root().join("tools/gpu-smoke.sh"))
+        .arg(common::binder_exe())
+        .current_dir(common::root())
+        .env("HWLOC_XMLFILE", node_xml())
+        .env("HWLOC_THISSYSTEM", "1")
+        .env("BINDER_LEDGER_DIR", &ledger)
+        .env("BINDER_SMOKE_SHAPE", "gpu-devices-only")
+        .env("PATH", path)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        10,
+        "{text}"
+    );
+    assert!(
+        text.contains("ok   tasks' devices distinct: 0 1 2 3"),
+        "{text}"
+    );
+    assert!(text.contains("ok   an ambiguous prefix refuses"), "{text}");
+}
