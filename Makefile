@@ -29,9 +29,10 @@ CARGO_TARGET_DIR ?= target
 # (cargo puts the `dev` profile's build in target/debug.)
 OUT := $(CARGO_TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 CATALOG := $(DATADIR)/binder/shapes
+SITE ?= 1
 PLUGINS := $(LIBDIR)/binder
 
-.PHONY: all build install uninstall check-built
+.PHONY: all build install install-user install-site uninstall check-built
 
 all: build
 
@@ -43,9 +44,14 @@ check-built:
 	  [ -f "$(OUT)/$$f" ] || { echo "$(OUT)/$$f is not built: run \`make\` (or make PROFILE=$(PROFILE)) first" >&2; exit 1; }; \
 	done
 
+# A user's own install (`make install-user PREFIX=$$HOME/.local`): the executables, the
+# catalog, the man pages, completions and docs, but no plugin and no Slurm or Flux
+# configuration, which are a site's (a user's plugstack.conf.d is read by no slurmd).
+install-user: SITE := 0
+install-user: install
+
 install: check-built
 	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" \
-	  "$(DESTDIR)$(PLUGINS)" "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)" "$(DESTDIR)$(FLUX_SHELL_LUA_D)" \
 	  "$(DESTDIR)$(DATADIR)/bash-completion/completions" \
 	  "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
 	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d" "$(DESTDIR)$(DOCDIR)"
@@ -59,6 +65,12 @@ install: check-built
 	install -m 644 completions/binder.bash "$(DESTDIR)$(DATADIR)/bash-completion/completions/binder"
 	install -m 644 completions/_binder "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder"
 	install -m 644 completions/binder.fish "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish"
+	@[ "$(SITE)" = 1 ] || echo "make install-user: no plugins and no Slurm or Flux configuration (a site's: make install)"
+	@[ "$(SITE)" != 1 ] || $(MAKE) --no-print-directory install-site
+
+# The plugins and their configuration where Slurm and Flux read it (a site's install).
+install-site: check-built
+	install -d "$(DESTDIR)$(PLUGINS)" "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)" "$(DESTDIR)$(FLUX_SHELL_LUA_D)"
 	install -m 755 "$(OUT)/libbinder_flux.so" "$(DESTDIR)$(PLUGINS)/"
 	# The SPANK plugin only when it was built against a Slurm's headers: one built
 	# without them (plugin_version 0) no Slurm loads, so it is left out, and said.
@@ -88,5 +100,14 @@ uninstall:
 	  "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)/binder.conf" "$(DESTDIR)$(FLUX_SHELL_LUA_D)/binder.lua"
 	rm -f "$(DESTDIR)$(DOCDIR)/LICENSE-MIT" "$(DESTDIR)$(DOCDIR)/LICENSE-APACHE" \
 	  "$(DESTDIR)$(DOCDIR)/guide.md" "$(DESTDIR)$(DOCDIR)/CHANGELOG.md"
-	-rmdir "$(DESTDIR)$(DOCDIR)" 2>/dev/null
 	rm -rf "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(PLUGINS)"
+	# The directories install made, deepest first, each only when nothing else is in it
+	# (a site's /usr/share/man stays; a fresh PREFIX=$$HOME/.local is left as it was).
+	@for d in "$(DOCDIR)" "$(DATADIR)/doc" "$(DATADIR)/binder" "$(MANDIR)/man1" "$(MANDIR)/man5" \
+	  "$(MANDIR)" "$(SLURM_PLUGSTACK_DIR)" "$(SYSCONFDIR)/slurm" "$(FLUX_SHELL_LUA_D)" \
+	  "$(SYSCONFDIR)/flux/shell" "$(SYSCONFDIR)/flux" "$(DATADIR)/bash-completion/completions" \
+	  "$(DATADIR)/bash-completion" "$(DATADIR)/zsh/site-functions" "$(DATADIR)/zsh" \
+	  "$(DATADIR)/fish/vendor_completions.d" "$(DATADIR)/fish" "$(BINDIR)" "$(LIBDIR)" \
+	  "$(DATADIR)" "$(SYSCONFDIR)" "$(PREFIX)"; do \
+	  rmdir "$(DESTDIR)$$d" 2>/dev/null || true; \
+	done

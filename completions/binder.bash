@@ -274,3 +274,31 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _binder -o bashdefault -o default binder
 fi
+
+# Catalog names (`binder cores-packed -- ./app`) beside files, for the shape argument.
+_binder_catalog() {
+    local dir bin f
+    bin=$(command -v binder 2>/dev/null)
+    for dir in shapes "${bin%/bin/*}/share/binder/shapes" /usr/share/binder/shapes; do
+        [ -d "$dir" ] || continue
+        for f in "$dir"/*.yaml; do
+            [ -e "$f" ] || continue
+            f=${f##*/}
+            echo "${f%.yaml}"
+        done
+    done
+}
+_binder_with_catalog() {
+    _binder "$@"
+    local cur=${COMP_WORDS[COMP_CWORD]} w i
+    case "$cur" in -*) return ;; esac
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w=${COMP_WORDS[i]}
+        case "$w" in
+        --) return ;;
+        schema|topology|node|convert|generate|help) [ "$i" = 1 ] && return ;;
+        esac
+    done
+    COMPREPLY+=($(compgen -W "$(_binder_catalog | sort -u)" -- "$cur"))
+}
+complete -F _binder_with_catalog -o bashdefault -o default binder

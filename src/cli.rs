@@ -197,6 +197,40 @@ pub enum Generate {
     CompleteFish,
 }
 
+/// Catalog names in bash's completion of a shape argument (clap's completion knows only
+/// files): the names binder resolves (`catalog_dirs`: `./shapes`, the catalog installed
+/// beside the `binder` on PATH, `/usr/share/binder/shapes`), offered beside files for a
+/// plain launch line and `binder explain`, never after `--` (the command's own words).
+const BASH_CATALOG: &str = r#"
+# Catalog names (`binder cores-packed -- ./app`) beside files, for the shape argument.
+_binder_catalog() {
+    local dir bin f
+    bin=$(command -v binder 2>/dev/null)
+    for dir in shapes "${bin%/bin/*}/share/binder/shapes" /usr/share/binder/shapes; do
+        [ -d "$dir" ] || continue
+        for f in "$dir"/*.yaml; do
+            [ -e "$f" ] || continue
+            f=${f##*/}
+            echo "${f%.yaml}"
+        done
+    done
+}
+_binder_with_catalog() {
+    _binder "$@"
+    local cur=${COMP_WORDS[COMP_CWORD]} w i
+    case "$cur" in -*) return ;; esac
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w=${COMP_WORDS[i]}
+        case "$w" in
+        --) return ;;
+        schema|topology|node|convert|generate|help) [ "$i" = 1 ] && return ;;
+        esac
+    done
+    COMPREPLY+=($(compgen -W "$(_binder_catalog | sort -u)" -- "$cur"))
+}
+complete -F _binder_with_catalog -o bashdefault -o default binder
+"#;
+
 /// The man page or completion script `what` asks for, generated from the clap definition
 /// (committed under `docs/man/` and `completions/`; a test checks they are current).
 pub fn generated(what: Generate) -> Vec<u8> {
@@ -207,7 +241,8 @@ pub fn generated(what: Generate) -> Vec<u8> {
         Generate::Man => out = crate::manual::man(cmd).unwrap_or_default(),
         Generate::ManShape => out = crate::shape_man::shape_man(),
         Generate::CompleteBash => {
-            clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "binder", &mut out)
+            clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "binder", &mut out);
+            out.extend_from_slice(BASH_CATALOG.as_bytes());
         }
         Generate::CompleteZsh => {
             clap_complete::generate(clap_complete::Shell::Zsh, &mut cmd, "binder", &mut out)

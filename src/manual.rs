@@ -389,5 +389,11 @@ pub fn man(cmd: clap::Command) -> Result<Vec<u8>, std::io::Error> {
         page.push_str(line);
         page.push('\n');
     }
-    Ok(page.into_bytes())
+    Ok(plain_sections(&page).into_bytes())
+}
+
+/// A page's text with SEMANTICS' `§9` written `section 9`: groff has no glyph for `§`
+/// under the C locale a fresh machine has, and prints `<section>` there.
+pub(crate) fn plain_sections(page: &str) -> String {
+    page.replace('§', "section ")
 }

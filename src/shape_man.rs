@@ -73,7 +73,7 @@ pub fn shape_man() -> Vec<u8> {
     }
     roff.control("SH", ["VALUES"]);
     let Some(all) = defs.as_object() else {
-        return roff.render().into_bytes();
+        return crate::manual::plain_sections(&roff.render()).into_bytes();
     };
     for (name, def) in all {
         let Some(values) = def["enum"].as_array() else {
@@ -105,7 +105,7 @@ pub fn shape_man() -> Vec<u8> {
         bold("lstopo"),
         roman("(1); the user guide's shape reference (/usr/share/doc/binder/guide.md from the packages, PREFIX/share/doc/binder/guide.md from make install, docs/guide.md in the source)"),
     ]);
-    roff.render().into_bytes()
+    crate::manual::plain_sections(&roff.render()).into_bytes()
 }
 
 /// Each property of `object` as a tagged paragraph: its key, what it takes, its words.

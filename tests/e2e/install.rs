@@ -226,3 +226,106 @@ fn make_install_leaves_out_an_unloadable_spank_plugin() {
     assert!(prefix.join("bin/binder").is_file());
     let _ = std::fs::remove_dir_all(&target);
 }
+
+/// `make TARGET ARGS` of what this test run built (its profile directory).
+fn make(target: &str, args: &[String]) -> std::process::Output {
+    let exe = Path::new(common::binder_exe());
+    let out_dir = exe.parent().unwrap();
+    let profile = out_dir.file_name().unwrap().to_string_lossy().into_owned();
+    let out = Command::new("make")
+        .current_dir(root())
+        .args([target, "--no-print-directory"])
+        .arg(format!("PROFILE={profile}"))
+        .arg(format!(
+            "CARGO_TARGET_DIR={}",
+            out_dir.parent().unwrap().display()
+        ))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make {target}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Every directory under `dir`, sorted.
+fn dirs_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                out.push(e.path().display().to_string());
+                todo.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `make uninstall` after `make install` leaves no directory the install made (#65: 17
+/// empty ones were left), into a DESTDIR as packagers stage and into a fresh prefix; a
+/// directory holding something else stays.
+#[test]
+fn make_uninstall_leaves_no_directory_it_made() {
+    if !common::prerequisite(common::has("make"), "make") {
+        return;
+    }
+    let base = common::scratch().join(format!("uninstall-{}", std::process::id()));
+    let stage = base.join("stage");
+    let staged = [
+        format!("DESTDIR={}", stage.display()),
+        "PREFIX=/usr".to_owned(),
+    ];
+    make("install", &staged);
+    assert!(stage.join("usr/bin/binder").is_file());
+    make("uninstall", &staged);
+    assert_eq!(dirs_under(&stage), Vec::<String>::new());
+    // A prefix whose share/man holds another page keeps it, and only it.
+    let prefix = base.join("prefix");
+    std::fs::create_dir_all(prefix.join("share/man/man1")).unwrap();
+    std::fs::write(prefix.join("share/man/man1/other.1"), "x").unwrap();
+    let fresh = [format!("PREFIX={}", prefix.display())];
+    make("install", &fresh);
+    make("uninstall", &fresh);
+    let left: Vec<String> = dirs_under(&prefix)
+        .into_iter()
+        .map(|d| {
+            d.trim_start_matches(&prefix.display().to_string())
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(left, ["/share", "/share/man", "/share/man/man1"]);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A user's own install (the README's `make install-user PREFIX=$HOME/.local`) has the
+/// executables, the catalog and the man pages, and no plugin and no Slurm or Flux
+/// configuration, which are a site's (#65).
+#[test]
+fn a_user_install_has_no_site_files() {
+    if !common::prerequisite(common::has("make"), "make") {
+        return;
+    }
+    let home = common::scratch().join(format!("user-{}", std::process::id()));
+    let prefix = [format!("PREFIX={}", home.join(".local").display())];
+    make("install-user", &prefix);
+    let local = home.join(".local");
+    assert!(local.join("bin/binder").is_file());
+    assert!(local
+        .join("share/binder/shapes/cores-packed.yaml")
+        .is_file());
+    assert!(local.join("share/man/man1/binder.1").is_file());
+    assert!(!local.join("lib").exists(), "plugins in a user's install");
+    assert!(
+        !local.join("etc").exists(),
+        "site configuration in a user's install"
+    );
+    make("uninstall", &prefix);
+    assert!(!local.exists());
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -368,6 +368,7 @@ fn stderr_lines_of_eight_ranks_never_interleave() {
                 && line.matches("binder: ").count() == 1
                 && (line.contains("] unit none: not bound")
                     || (line.contains("local rank ") && line.ends_with(')'))
+                    || (line.contains(": this task's job on this node (") && line.ends_with(')'))
                     || (line.contains(": joins the plan its first task recorded in ")
                         && line.contains("binder-tests-"))
                     || line.contains(": warning: ")

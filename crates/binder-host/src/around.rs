@@ -409,8 +409,16 @@ fn occupied(
     };
     let mut named = named;
     for r in &scan.reserved {
+        // A job binder named after its process group (`--local-rank` without a launcher):
+        // this task, in another process group, is a job of its own, not one of those
+        // ranks, whatever its `--local-rank` says. Say so, and how to make them one job.
+        let other_group = if r.job.from_launcher() {
+            String::new()
+        } else {
+            " (another process group: this task is a job of its own, not one of those ranks, since ranks given by `--local-rank` are one job only within one process group; start them from one shell, `binder --local-rank 0 … & binder --local-rank 1 … &`, or under a launcher)".to_owned()
+        };
         named.push(format!(
-            "your job {} keeps {} for its ranks not started yet",
+            "your job {} keeps {} for its ranks not started yet{other_group}",
             printable(&r.job.0, 60),
             holdings(&r.cpus, &r.gpus)
         ));

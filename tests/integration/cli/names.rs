@@ -242,3 +242,44 @@ fn the_fail_open_warning_says_what_was_looked_at() {
         );
     }
 }
+
+/// Bash completes catalog names for the shape argument (#65: it offered only files), in
+/// the clone's `shapes/`, for a launch line and `binder explain`, never for a subcommand
+/// that takes no shape or after `--`.
+#[test]
+fn bash_completes_catalog_names() {
+    if !crate::common::prerequisite(crate::common::has("bash"), "bash") {
+        return;
+    }
+    let complete = |words: &str| -> Vec<String> {
+        let script = format!(
+            ". completions/binder.bash; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _binder_with_catalog binder \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(crate::common::root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let got = complete("binder cores-pa");
+    assert!(got.contains(&"cores-packed".to_owned()), "{got:?}");
+    let got = complete("binder --dry-run --local-size 2 gpu-numa");
+    assert!(
+        got.contains(&"gpu-numa-node".to_owned()) && got.contains(&"gpu-numa-exclusive".to_owned()),
+        "{got:?}"
+    );
+    assert!(complete("binder explain cores-pa").contains(&"cores-packed".to_owned()));
+    assert!(!complete("binder convert cores-pa").contains(&"cores-packed".to_owned()));
+    assert!(!complete("binder cores-packed -- cores-pa").contains(&"cores-packed".to_owned()));
+}

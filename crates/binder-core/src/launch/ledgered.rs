@@ -281,6 +281,19 @@ impl Attempt<'_, '_> {
         let (now, hz) = (ledger::now_ticks(), ledger::clock_hz());
         let key = &self.key;
         let base = job_of(identity, env, self.procs);
+        if job.verbose {
+            // Which job the ledger counts this task in: a refusal that names another
+            // job's ranks is read against it.
+            let from = if base.from_launcher() {
+                "named by its launcher"
+            } else {
+                "named after its process, as its launcher names none"
+            };
+            crate::text::emit(
+                err,
+                &format!("job {base}: this task's job on this node ({from})"),
+            );
+        }
         let part = base.file_part();
         // Whether this job's tasks live is read only when its plan does not answer: a
         // task joining a young plan reads none of its job's other tasks.

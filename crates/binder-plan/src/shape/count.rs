@@ -68,6 +68,13 @@ impl<'de> Deserialize<'de> for Count {
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Count, E> {
                 if s.eq_ignore_ascii_case("all") {
                     Ok(Count::All)
+                } else if let Some((first, key)) = indented_key(s) {
+                    // `count: all` with the next key indented further than `count`: YAML
+                    // folds that line into the value (`all with:` read as `all with`).
+                    Err(E::custom(format!(
+                        "`count: {}` is not a count: the `{key}` after `{first}` is indented further than `count`, so YAML reads it as part of the value; indent `{key}:` as `count:` is",
+                        validate::clip(s, binder_core::text::QUOTE_MAX)
+                    )))
                 } else {
                     Err(E::custom(format!(
                         "`count: {}` is not a count{}; use a count of 1 or more, or `all`",
@@ -79,6 +86,17 @@ impl<'de> Deserialize<'de> for Count {
         }
         d.deserialize_any(CountVisitor)
     }
+}
+
+/// A value that is a count followed by more words (`all with`, `4 with`): the first word
+/// and the second, which is a key indented too far.
+fn indented_key(s: &str) -> Option<(&str, &str)> {
+    let mut words = s.split_whitespace();
+    let (first, key) = (words.next()?, words.next()?);
+    let counts = first.eq_ignore_ascii_case("all") || first.parse::<u32>().is_ok();
+    let key = key.trim_end_matches(':');
+    (counts && !key.is_empty() && key.chars().all(|c| c.is_ascii_alphabetic() || c == '-'))
+        .then_some((first, key))
 }
 
 impl Serialize for Count {

@@ -172,6 +172,23 @@ fn rewrite_known(message: &str) -> Option<String> {
         None => ("", message),
     };
     let fix = |what: &str| Some(format!("{prefix}{what}"));
+    // YAML 1.2 (what binder reads) has only `true` and `false`: YAML 1.1's `yes`/`no`/
+    // `on`/`off` are words there, which the user meant as a boolean.
+    if rest.contains("expected a boolean") {
+        let word = between(rest, "string \"", "\"").map(str::to_ascii_lowercase);
+        let hint = match word.as_deref() {
+            Some(w @ ("yes" | "y" | "on")) => {
+                format!("; `{w}` is a word in YAML 1.2, not a boolean: write `true`")
+            }
+            Some(w @ ("no" | "n" | "off")) => {
+                format!("; `{w}` is a word in YAML 1.2, not a boolean: write `false`")
+            }
+            _ => String::new(),
+        };
+        return fix(&format!(
+            "`reverse` and `openmp` take `true` or `false`{hint}"
+        ));
+    }
     let table: [(&str, &str); 15] = [
         ("unknown anchor", "an alias (`*name`) refers to an anchor (`&name`) that is not defined before it"),
         ("expected field identifier", "keys are plain words such as `resources` or `type`"),
