@@ -8,7 +8,8 @@
 # without a Rust toolchain): both executables, the shape catalog, the man page, shell
 # completions, the Slurm SPANK plugin and the Flux shell plugin, an example of each
 # plugin's configuration where those launchers read it, and in DOCDIR both licence texts
-# (MIT and Apache-2.0 travel with every copy), the user guide and the changelog. PROFILE picks cargo's profile
+# (MIT and Apache-2.0 travel with every copy), the third-party notices of every crate
+# compiled in, the user guide and the changelog. PROFILE picks cargo's profile
 # directory (release; CI installs its `ci` build). The plugins' catalog is this install's.
 
 PREFIX ?= /usr/local
@@ -55,7 +56,7 @@ install: check-built
 	  "$(DESTDIR)$(DATADIR)/bash-completion/completions" \
 	  "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
 	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d" "$(DESTDIR)$(DOCDIR)"
-	install -m 644 LICENSE-MIT LICENSE-APACHE docs/guide.md CHANGELOG.md "$(DESTDIR)$(DOCDIR)/"
+	install -m 644 LICENSE-MIT LICENSE-APACHE THIRD-PARTY-NOTICES.md docs/guide.md CHANGELOG.md "$(DESTDIR)$(DOCDIR)/"
 	install -m 755 "$(OUT)/binder" "$(OUT)/binder-full" "$(DESTDIR)$(BINDIR)/"
 	install -m 644 shapes/*.yaml "$(DESTDIR)$(CATALOG)/"
 	install -m 644 docs/man/binder.1 "$(DESTDIR)$(MANDIR)/man1/binder.1"
@@ -98,7 +99,7 @@ uninstall:
 	  "$(DESTDIR)$(DATADIR)/zsh/site-functions/_binder" \
 	  "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/binder.fish" \
 	  "$(DESTDIR)$(SLURM_PLUGSTACK_DIR)/binder.conf" "$(DESTDIR)$(FLUX_SHELL_LUA_D)/binder.lua"
-	rm -f "$(DESTDIR)$(DOCDIR)/LICENSE-MIT" "$(DESTDIR)$(DOCDIR)/LICENSE-APACHE" \
+	rm -f "$(DESTDIR)$(DOCDIR)/LICENSE-MIT" "$(DESTDIR)$(DOCDIR)/LICENSE-APACHE" "$(DESTDIR)$(DOCDIR)/THIRD-PARTY-NOTICES.md" \
 	  "$(DESTDIR)$(DOCDIR)/guide.md" "$(DESTDIR)$(DOCDIR)/CHANGELOG.md"
 	rm -rf "$(DESTDIR)$(CATALOG)" "$(DESTDIR)$(PLUGINS)"
 	# The directories install made, deepest first, each only when nothing else is in it

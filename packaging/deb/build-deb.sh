@@ -58,6 +58,29 @@ License: Apache-2.0
  On Debian systems, the complete text of the Apache License, Version 2.0 can be
  found in "/usr/share/common-licenses/Apache-2.0".
 COPYRIGHT
+  # The crates compiled into binder-full and the plugins, one stanza per licence as
+  # THIRD-PARTY-NOTICES.md (cargo-about, from Cargo.lock) gives it, with every licence
+  # besides binder's own two written out (#65).
+  python3 - THIRD-PARTY-NOTICES.md <<'STANZAS'
+import re, sys
+text = open(sys.argv[1]).read()
+own = {"MIT", "Apache-2.0"}
+for m in re.finditer(r"^### .*? \(([^)]+)\)\n\nUsed by: (.*?)\n\n```text\n(.*?)\n```", text, re.M | re.S):
+    lid, used, body = m.group(1), m.group(2), m.group(3)
+    crates = re.findall(r"`([^`]+)` (\S+?)(?:,|$)", used)
+    files = " ".join(f"vendor/{name}-{version}/*" for name, version in crates)
+    print(f"\nFiles: {files}")
+    print("Copyright: the authors of each crate, as its licence text below and in")
+    print(" /usr/share/doc/binder/THIRD-PARTY-NOTICES.md say")
+    print(f"License: {lid}")
+    print(" Rust crates compiled into /usr/bin/binder-full and the plugins in /usr/lib/binder.")
+    if lid not in own:
+        own.add(lid)
+        lines = [l.rstrip() for l in body.splitlines()]
+        print(f"\nLicense: {lid}")
+        for l in lines:
+            print(" " + (l if l.strip() else "."))
+STANZAS
 } >"$doc/copyright"
 chmod 644 "$doc/copyright"
 # What lintian cannot know: yaml_serde's YAML parser is a Rust crate (a translation of
@@ -104,6 +127,10 @@ CONTROL
 # `make install` leaves out a plugin built without Slurm's headers, and says so).
 (cd "$stage" && ls etc/slurm/plugstack.conf.d/binder.conf etc/flux/shell/lua.d/binder.lua 2>/dev/null) |
   sed 's|^|/|' >"$stage/DEBIAN/conffiles"
+# md5sums of every installed file but the conffiles (dpkg keeps theirs), as debhelper's
+# packages carry (debsums, dpkg --verify).
+(cd "$stage" && find . -type f ! -path './DEBIAN/*' ! -path './etc/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$stage/DEBIAN/md5sums"
+chmod 644 "$stage/DEBIAN/md5sums"
 deb="$out/binder_${version}_${arch}.deb"
 dpkg-deb --root-owner-group --build "$stage" "$deb" >/dev/null
 echo "$deb"

@@ -38,10 +38,12 @@ class BinderHpc(MakefilePackage):
     depends_on("pkgconfig", type="build")
     depends_on("hwloc@2.8:")
     # The SPANK plugin is built against this Slurm's headers (its plugin_version), and
-    # loads only in that release series.
-    depends_on("slurm", when="+slurm")
-    # The Flux plugin resolves the shell's symbols when flux-shell loads it.
-    depends_on("flux-core", type="run", when="+flux")
+    # loads only in that release series; its FFI is checked against 22.05 and 25.11 (CI).
+    depends_on("slurm@22.05:25.11", when="+slurm")
+    # The Flux plugin resolves the shell's symbols when flux-shell loads it; it is built
+    # and tested against flux-core 0.88 (third_party/flux), whose shell plugin API older
+    # releases (Spack's 0.81) do not all have.
+    depends_on("flux-core@0.88:", type="run", when="+flux")
 
     def setup_build_environment(self, env):
         if self.spec.satisfies("+slurm"):
