@@ -3,7 +3,9 @@
 //! (`lllp_distribution` in `src/plugins/task/affinity/dist_tasks.c`, Slurm 25.11): with
 //! `m` = tasks × CPUs per task, a step without `--cpu-bind` binds each task to whole
 //! sockets when `m` equals the allocation's whole sockets, to whole cores when it equals
-//! its whole cores, to its CPUs when it equals its CPUs, else to the whole allocation.
+//! its whole cores (laid out over cores, a core's other threads skipped: no two tasks on
+//! one core of an SMT node), to its CPUs when it equals its CPUs, else to the whole
+//! allocation.
 //! The node is the whole XML here (an exclusive allocation); the objects come from
 //! hwloc-calc, the tasks' CPUs from the same shape planned without the binding.
 
@@ -50,16 +52,19 @@ fn slurm_auto_binding_follows_dist_tasks() {
         ("haswell-2s-24c-smt1-cod.xml", 1),
     ] {
         let xml = topology(&shared, name);
-        let shape = |bind: &str| {
-            let path = dir.join(format!("c{c}{bind}.yaml"));
+        let shape = |bind: &str, unit: &str| {
+            let path = dir.join(format!("c{c}{unit}{}.yaml", bind.len()));
             std::fs::write(
                 &path,
-                format!("options:\n  pattern: scatter\n{bind}resources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: pu\n            count: {c}\n"),
+                format!("options:\n  pattern: scatter\n{bind}resources:\n  - type: socket\n    count: all\n    with:\n      - type: slot\n        count: all\n        with:\n          - type: {unit}\n            count: {c}\n"),
             )
             .unwrap();
             path
         };
-        let (dealt, auto) = (shape(""), shape("  bind: slurm-auto\n"));
+        let (dealt, auto) = (shape("", "pu"), shape("  bind: slurm-auto\n", "pu"));
+        // Bound to cores, Slurm lays the tasks out over cores and skips a core's other
+        // threads (#64): the same dealing, by cores instead of PUs.
+        let by_cores = shape("", "core");
         let packages = hwloc_objects(&xml, "package");
         let cores = hwloc_objects(&xml, "core");
         let pus: Vec<usize> = hwloc_objects(&xml, "pu").into_values().flatten().collect();
@@ -74,7 +79,7 @@ fn slurm_auto_binding_follows_dist_tasks() {
             let (what, want) = if m == packages.len() {
                 ("sockets", widen(&ranks, &packages))
             } else if m == cores.len() {
-                ("cores", widen(&ranks, &cores))
+                ("cores", plan(&xml, &by_cores, n))
             } else if m == pus.len() {
                 ("threads", ranks.clone())
             } else {
@@ -181,4 +186,31 @@ fn a_failed_near_memory_never_advises_near() {
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(!err.contains("use `memory: near`"), "{err}");
     assert!(err.contains("nodes the job may use (1)"), "{err}");
+}
+
+/// `binder convert --from slurm -- -m block:block` (`bind: slurm-auto`) with as many
+/// tasks as cores on SMT2 and SMT4 nodes: every task its own core, in logical order, every
+/// core used (#64: ranks 0 and 1 both got core 0's threads and package 1 stayed idle).
+#[test]
+fn slurm_auto_gives_each_task_its_own_core_on_smt_nodes() {
+    let Some(shared) = shared() else { return };
+    if !require_tool("hwloc-calc", "the nodes' cores") {
+        return;
+    }
+    let out = binder()
+        .args(["convert", "--from", "slurm", "--", "-m", "block:block"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shape = scratch().join("block-block.yaml");
+    std::fs::write(&shape, &out.stdout).unwrap();
+    for name in [
+        "skylake-2s-36c-smt2.xml",
+        "power9-sierra-2s-44c-smt4-4v100-gpunuma.xml",
+    ] {
+        let xml = topology(&shared, name);
+        let cores: Vec<Vec<usize>> = hwloc_objects(&xml, "core").into_values().collect();
+        let got = plan(&xml, &shape, cores.len());
+        assert_eq!(got, cores, "{name}: task r on core r, alone");
+    }
 }

@@ -120,7 +120,10 @@ pub(super) fn slurm_auto(
     };
     match chosen {
         AutoBinding::Sockets => widen(topology, ObjType::Package, plan, origin)?,
-        AutoBinding::Cores => widen(topology, ObjType::Core, plan, origin)?,
+        AutoBinding::Cores => {
+            cores_apart(topology, plan);
+            widen(topology, ObjType::Core, plan, origin)?;
+        }
         AutoBinding::Threads => {}
         AutoBinding::Allocation => {
             for task in &mut plan.tasks {
@@ -129,6 +132,53 @@ pub(super) fn slurm_auto(
         }
     }
     Ok(())
+}
+
+/// Slurm binding to cores gives every task cores of its own: `lllp_distribution` lays
+/// tasks out over cores and skips a core's other threads, so on an SMT node tasks × `-c`
+/// = cores never puts two tasks on one core (#64: binder dealt PUs, then widened each task
+/// to its core, and 2 or 4 tasks shared a core while others stayed idle). Each PU a task
+/// was dealt becomes a core of its own: the PU's core when no earlier task has it, else
+/// the next free core of the same package in logical order (Slurm's block and cyclic
+/// layouts alike), else the next free core anywhere. Tasks keep their rank order.
+fn cores_apart(topology: &Topology, plan: &mut Plan) {
+    let cores: Vec<CpuSet> = width_sets(topology, ObjType::Core);
+    let packages: Vec<CpuSet> = width_sets(topology, ObjType::Package);
+    let package_of = |c: usize| packages.iter().position(|p| p.intersects(&cores[c]));
+    let core_of = |pu: usize| cores.iter().position(|c| c.is_set(pu));
+    let pus: std::collections::HashMap<usize, &hwlocality::object::TopologyObject> = topology
+        .objects(ObjType::Pu)
+        .into_iter()
+        .map(|o| (o.os_index().unwrap_or(usize::MAX), o))
+        .collect();
+    let mut taken = vec![false; cores.len()];
+    for task in &mut plan.tasks {
+        let mut cpuset = CpuSet::new();
+        let mut units = Vec::new();
+        for pu in task.cpuset.to_vec() {
+            let Some(here) = core_of(pu) else {
+                cpuset.set(pu);
+                continue;
+            };
+            let package = package_of(here);
+            let n = cores.len();
+            let pick = (0..n)
+                .map(|k| (here + k) % n)
+                .find(|&c| !taken[c] && package_of(c) == package)
+                .or_else(|| (0..n).map(|k| (here + k) % n).find(|&c| !taken[c]))
+                .unwrap_or(here);
+            taken[pick] = true;
+            let first = cores[pick].first_set().unwrap_or(pu);
+            cpuset.set(first);
+            if let Some(obj) = pus.get(&first) {
+                units.push(UnitObj::of(topology, obj));
+            }
+        }
+        if units.len() == task.units.len() {
+            task.units = units;
+        }
+        task.cpuset = cpuset;
+    }
 }
 
 /// `width` as a shape writes it after `bind:`.
