@@ -427,3 +427,44 @@ fn shape_file_name(line: &str, np: usize) -> String {
     name.push_str(&format!("_np{np}"));
     name
 }
+
+/// Open MPI 4.1's older ppr spellings (#64): `-npersocket N` (which binder read as `-n
+/// persocket`) and `-npernode N` / `--pernode` convert, and place as the installed
+/// `mpirun` (4.1) places them, asked live on two-socket fixtures.
+#[test]
+fn the_older_ppr_spellings_place_as_open_mpi_41() {
+    let Some(shared) = crate::common::shared() else {
+        return;
+    };
+    if !require_tool("mpirun", "Open MPI's mapper") || !mpirun_is_4_1() {
+        return;
+    }
+    let mut asked = 0;
+    for name in [
+        "skylake-2s-36c-smt2.xml",
+        "epyc7451-naples-2s-48c-smt2-8numa.xml",
+    ] {
+        let xml = crate::common::topology(&shared, name);
+        for (line, np) in [
+            ("-npersocket 2 --bind-to core", 4),
+            ("-npernode 2", 2),
+            ("--pernode", 1),
+        ] {
+            let out = binder()
+                .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
+                .args(line.split_whitespace())
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
+            let path = crate::common::scratch().join(format!("{}.yaml", shape_file_name(line, np)));
+            std::fs::write(&path, &out.stdout).unwrap();
+            let ours = crate::common::dry_run_cpus(&xml, &path, np);
+            match ask_ompi(&xml, line, np) {
+                Theirs::Ranks(theirs) => assert_eq!(Some(theirs), ours, "{name} -np {np} {line}"),
+                other => panic!("{name} -np {np} {line}: Open MPI {other:?}"),
+            }
+            asked += 1;
+        }
+    }
+    assert_eq!(asked, 6);
+}

@@ -47,6 +47,12 @@ pub(in crate::convert) fn ompi(
         "--np",
         "--cpus-per-proc",
         "--cpus-per-rank",
+        // Open MPI 4.1's older spellings of ppr (one dash or two): read whole, not as
+        // `-n persocket`.
+        "-npersocket",
+        "--npersocket",
+        "-npernode",
+        "--npernode",
     ];
     let mut map = None;
     let mut bind = None;
@@ -68,10 +74,29 @@ pub(in crate::convert) fn ompi(
                     "`{opt} {value}` decides Open MPI's defaults only: binder takes the task count from the launcher"
                 ));
             }
+            // `-npersocket N` is `--map-by ppr:N:socket` (orterun's own rewrite).
+            "-npersocket" | "--npersocket" => {
+                map = Some(format!("ppr:{}:socket", count(&opt, &value)?));
+            }
+            // `-npernode N` / `--pernode` are `ppr:N:node`: N processes on each node, which
+            // is the launcher's task count here; on the node Open MPI maps and binds them
+            // as it does with no --map-by for that many processes.
+            "-npernode" | "--npernode" | "-pernode" | "--pernode" => {
+                let n = if opt.ends_with("npernode") {
+                    count(&opt, &value)?
+                } else {
+                    1
+                };
+                np = Some(np.map_or(n, |np: usize| np.min(n)));
+                notes.push(format!(
+                    "`{opt}{}` is `--map-by ppr:{n}:node`: {n} process(es) on each node, which binder takes from the launcher; placed on the node as Open MPI places {n} without --map-by",
+                    if value.is_empty() { String::new() } else { format!(" {value}") }
+                ));
+            }
             "--report-bindings" | "--display-map" => {}
             "--oversubscribe" => oversubscribe = true,
             "" => return refuse(format!("`{value}` is no option; give only mpirun's options (the program goes after binder's `--`)")),
-            _ => return refuse(format!("`{opt}` is not an Open MPI mapping option binder converts (it reads --map-by, --bind-to, --rank-by, --use-hwthread-cpus, --cpus-per-proc, -np, --oversubscribe)")),
+            _ => return refuse(format!("`{opt}` is not an Open MPI mapping option binder converts (it reads --map-by, --bind-to, --rank-by, --use-hwthread-cpus, --cpus-per-proc, -np, -npersocket, -npernode, --pernode, --oversubscribe)")),
         }
     }
     let cpu = if hwthreads { "pu" } else { "core" };
