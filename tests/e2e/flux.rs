@@ -697,3 +697,30 @@ flux run -n1 -o userrc=$RC -o binder={} true >/dev/null 2>&1; echo "rc|$?|x|x|x"
     let lines = first_fields(&got);
     assert_eq!(lines, ["empty|1|x", "rc|125|x", "switch|1|x"], "{got:?}");
 }
+
+/// `-o binder=0` and `-o binder=false` (documented off words, which Flux hands the shell
+/// as a JSON number and boolean) leave the task unbound by binder under a site default,
+/// as `-o binder=off` does (#63: both were refused as "not a shape").
+#[test]
+fn off_words_in_any_json_form_turn_a_site_default_off() {
+    let default_rc = site_default_rc("off-words", "cores-packed");
+    let script = format!(
+        "RC={}\nfor off in 0 false off; do flux run -n1 -o userrc=$RC -o binder=$off sh -c 'echo \"$0|${{BINDER_CPUS:-unbound}}|x|x|x\"' $off; done\n\
+         flux run -n1 -o userrc=$RC sh -c 'echo \"default|${{BINDER_CPUS:+bound}}|x|x|x\"'",
+        default_rc.display()
+    );
+    let got = instance(1, &script);
+    let _ = std::fs::remove_file(&default_rc);
+    let Some(got) = got else { return };
+    let lines = first_fields(&got);
+    assert_eq!(
+        lines,
+        [
+            "0|unbound|x",
+            "default|bound|x",
+            "false|unbound|x",
+            "off|unbound|x"
+        ],
+        "{got:?}"
+    );
+}

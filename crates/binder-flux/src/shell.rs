@@ -389,6 +389,21 @@ mod tests {
             None
         );
         assert!(request_from(&opts(&[("binder", "3")]), &none, &APP).is_err());
+        // `-o binder=0` / `-o binder=false` arrive as JSON 0 and false (#63): off words,
+        // as their quoted forms are, under a site default too.
+        for off in ["0", "false", r#"{"shape":false}"#, r#"{"shape":0}"#] {
+            let opts = |name: &str| (name == "binder").then(|| off.to_owned());
+            assert_eq!(
+                request_from(&opts, &site, &APP).unwrap(),
+                None,
+                "-o binder={off}"
+            );
+            assert_eq!(
+                request_from(&opts, &none, &APP).unwrap(),
+                None,
+                "-o binder={off}"
+            );
+        }
         assert!(parse_site(Some(r#"{"defualt":"x"}"#)).is_err());
         // -o binder-report=0 (and false, off) reports nothing.
         for off in ["0", "false", "\"off\"", "\"0\""] {

@@ -19,6 +19,12 @@ fn flag(name: &str, value: &serde_json::Value) -> Result<bool, String> {
     binder_core::launch::line::switch(name, Some(&text))
 }
 
+/// Whether a shell option's JSON is an off word that is no string: `false`, or the
+/// number 0 (`-o binder=0`, `-o binder=false`).
+fn json_off(value: &serde_json::Value) -> bool {
+    value.as_bool() == Some(false) || value.as_u64() == Some(0)
+}
+
 /// The request from the shell options: `binder` is `SHAPE`, an off word, or an object
 /// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
 /// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the job
@@ -35,6 +41,10 @@ pub fn request_from_json(
 ) -> Result<Option<Request>, String> {
     let mut report = report.map_or(Ok(false), |v| flag("-o binder-report", v))?;
     let mut verbose = verbose.map_or(Ok(false), |v| flag("-o binder-verbose", v))?;
+    // `-o binder=0` and `-o binder=false` reach the shell as a JSON number and boolean,
+    // not the text of the off words they are (#63): read as `off`.
+    let off = serde_json::Value::String("off".to_owned());
+    let binder = binder.map(|v| if json_off(v) { &off } else { v });
     let shape = match binder {
         None => None,
         Some(serde_json::Value::String(s)) if s.trim().is_empty() => {
@@ -55,6 +65,7 @@ pub fn request_from_json(
                     ));
                 }
                 match key.as_str() {
+                    "shape" if json_off(value) => {}
                     "shape" if !value.is_string() => {
                         return Err(format!(
                             "-o binder.shape={} is not a shape; give a file or a catalog name",
@@ -66,7 +77,13 @@ pub fn request_from_json(
                     _ => {}
                 }
             }
-            let shape = o.get("shape").and_then(|s| s.as_str()).map(str::to_owned);
+            let shape = o.get("shape").and_then(|s| {
+                if json_off(s) {
+                    Some("off".to_owned())
+                } else {
+                    s.as_str().map(str::to_owned)
+                }
+            });
             // `-o binder={}` (or flags alone) with no default to apply them to would do
             // nothing: said, never silently unbound.
             if shape.is_none() && site.default_shape().is_none() {
