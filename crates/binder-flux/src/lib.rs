@@ -168,9 +168,17 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
                 .ok()
                 .map(|d| d.display().to_string());
             let get = |name: &str| getenv(shell, name);
-            let shape = JobShape::read(&request.shape, cwd.as_deref(), &site.catalog, &get)
-                .map(Box::new)
-                .map_err(|Refusal(why)| why);
+            // The one rule every plugin follows (binder_host::front::resolve_shape): the
+            // shell's directory, the job's PWD, the catalog.
+            let pwd = get("PWD");
+            let shape = binder_host::front::resolve_shape(
+                &request.shape,
+                &[cwd.as_deref(), pwd.as_deref()],
+                &site.catalog,
+            )
+            .and_then(|path| JobShape::at(&path, &get))
+            .map(Box::new)
+            .map_err(|Refusal(why)| why);
             let gpus_off = shape.as_ref().map_or(true, |s| s.shape.needs_gpus());
             let off: &[&CStr] = if gpus_off {
                 &[c"cpu-affinity", c"gpu-affinity"]

@@ -404,13 +404,18 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     // the job's are what `srun binder` would see. This process is the task's, one thread,
     // about to exec with the job's environment (not this one).
     binder_host::front::adopt_hwloc_env(&get);
+    // The one rule (binder_host::front::resolve_shape): the task's directory, the job's
+    // PWD, the catalog; a misspelt name gets the nearest catalog name.
     let cwd = std::env::current_dir()
         .ok()
-        .filter(|d| d.join(&request.shape).is_file())
-        .map(|d| d.display().to_string())
-        .or_else(|| get("PWD"));
-    let path = task::shape_path(&request.shape, cwd.as_deref(), &site.catalog);
+        .map(|d| d.display().to_string());
+    let pwd = get("PWD");
     let bound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let path = binder_host::front::resolve_shape(
+            &request.shape,
+            &[cwd.as_deref(), pwd.as_deref()],
+            &site.catalog,
+        )?;
         task::bind(
             &request,
             &path,

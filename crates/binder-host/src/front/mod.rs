@@ -22,7 +22,10 @@ use binder_core::launch::line::{is_off, CATALOG};
 mod options;
 mod task;
 pub use options::request_from_json;
-pub use task::{adopt_hwloc_env, cores_cpus, launch, task_options, JobShape, Planning, TaskLaunch};
+pub use task::{
+    adopt_hwloc_env, cores_cpus, launch, resolve_shape, task_options, JobShape, Planning,
+    TaskLaunch,
+};
 
 /// A plugin's site configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -331,5 +334,35 @@ mod tests {
         let json: Site = serde_json::from_str(r#"{"default":"none"}"#).unwrap();
         assert_eq!(json.default_shape(), None);
         assert_eq!(json.catalog, PathBuf::from(CATALOG));
+    }
+
+    #[test]
+    fn one_shape_rule_for_every_plugin() {
+        let root = std::env::temp_dir().join(format!("binder-front-{}", std::process::id()));
+        let (catalog, cwd, pwd) = (root.join("cat"), root.join("cwd"), root.join("pwd"));
+        for d in [&catalog, &cwd, &pwd] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(catalog.join("cores-packed.yaml"), "x").unwrap();
+        std::fs::write(pwd.join("mine.yaml"), "x").unwrap();
+        let (c, p) = (cwd.to_str(), pwd.to_str());
+        // A catalog name; a file in the job's PWD when the task's directory lacks it.
+        assert_eq!(
+            resolve_shape("cores-packed", &[c, p], &catalog).unwrap(),
+            catalog.join("cores-packed.yaml")
+        );
+        assert_eq!(
+            resolve_shape("mine.yaml", &[c, p], &catalog).unwrap(),
+            pwd.join("mine.yaml")
+        );
+        // A misspelt name: the nearest catalog name (#63: "check the path" alone before).
+        let e = resolve_shape("cores-pakced", &[c, p], &catalog)
+            .unwrap_err()
+            .0;
+        assert!(e.contains("did you mean `cores-packed`?"), "{e}");
+        // An empty one (`--binder=`): said, not read as `.yaml`.
+        let e = resolve_shape("", &[c, p], &catalog).unwrap_err().0;
+        assert!(e.contains("names no shape"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -6,7 +6,7 @@
 //! every task of the node and the CPUs a task binder leaves unbound keeps.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity};
@@ -47,7 +47,7 @@ impl JobShape {
         catalog: &Path,
         get: &dyn Fn(&str) -> Option<String>,
     ) -> Result<JobShape, Refusal> {
-        let path = shape_path(name, cwd, catalog);
+        let path = resolve_shape(name, &[cwd], catalog)?;
         JobShape::at(&path, get)
     }
 
@@ -306,4 +306,51 @@ impl Front for TaskFront<'_> {
             err,
         )?)
     }
+}
+
+/// A plugin's shape argument as a file, by the one rule every plugin follows (#63): a
+/// path (relative to the first of `dirs` that holds it, else to the first given: the
+/// task's current directory, then the job's `PWD`), or a catalog name in `catalog`. An
+/// empty name, and a bare name that is neither a file there nor a catalog shape, are
+/// refused in one line, the latter with the nearest catalog name.
+pub fn resolve_shape(
+    name: &str,
+    dirs: &[Option<&str>],
+    catalog: &Path,
+) -> Result<PathBuf, Refusal> {
+    if name.trim().is_empty() {
+        return Err(Refusal(
+            "the binder option names no shape; give SHAPE (a file or a catalog name), or an off word (off, none, 0, no, false)".to_owned(),
+        ));
+    }
+    let given: Vec<&str> = dirs.iter().flatten().copied().collect();
+    let cwd = given
+        .iter()
+        .copied()
+        .find(|d| Path::new(d).join(name).is_file())
+        .or_else(|| given.first().copied());
+    let path = shape_path(name, cwd, catalog);
+    if path.exists() || name.contains('/') {
+        return Ok(path);
+    }
+    let stem = name.trim_end_matches(".yaml").trim_end_matches(".yml");
+    let mut names: Vec<String> = std::fs::read_dir(catalog)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            file.strip_suffix(".yaml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+    let near = binder_core::text::suggestion(stem, &candidates)
+        .map(|n| format!("did you mean `{n}`? "))
+        .unwrap_or_default();
+    Err(Refusal(format!(
+        "no shape file `{}` in the job's directory and no catalog shape of that name in {}; {near}give a path to a shape file or a catalog name",
+        binder_core::text::printable(name, 60),
+        catalog.display()
+    )))
 }
