@@ -270,3 +270,64 @@ fn outsider_never_refuses(slurm: &Slurm, ledger: &std::path::Path, constrain: &s
     assert_eq!(named.len(), 1, "named once: {stderr}");
     assert!(named[0].contains("of nobody on cpus 0"), "{stderr}");
 }
+
+/// SEMANTICS §4.3 (#63): a site default never gives a task fewer CPUs than Slurm gave it,
+/// and never binds an interactive step. With `default=` a one-core shape under
+/// `task/affinity,task/cgroup`, `srun -n1 -c2 bash -c nproc` prints 2 (23e2c73: 1, and
+/// `make -j2` ran both recipes on one CPU), as does `srun --pty` (a terminal from
+/// `script`); a plain one-CPU task is still bound by the default.
+#[test]
+fn a_site_default_never_narrows_a_step_below_its_cpus() {
+    if !common::two_cpus() {
+        return;
+    }
+    let one_core = common::scratch().join("one-core-default.yaml");
+    std::fs::write(&one_core, "resources:\n  - type: core\n    count: 1\n").unwrap();
+    let config = [
+        ("E2E_SLURM_TASK", "task/affinity,task/cgroup".to_owned()),
+        ("E2E_SLURM_PROCTRACK", "proctrack/cgroup".to_owned()),
+        ("E2E_SLURM_CONSTRAIN", "yes".to_owned()),
+        ("E2E_SLURM_OVERSUBSCRIBE", "NO".to_owned()),
+        (
+            "E2E_SPANK_ARGS",
+            format!(
+                "default={} catalog={}",
+                one_core.display(),
+                root().join("shapes").display()
+            ),
+        ),
+    ];
+    let Some(slurm) = Slurm::start_with(&config) else {
+        return;
+    };
+    let ledger = common::private_ledger();
+    let nproc = |out: Output, what: &str| -> String {
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{what}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout.trim().to_owned()
+    };
+    let plain = srun(&slurm, &ledger, &["-n1", "-c2"])
+        .args(["bash", "-c", "nproc"])
+        .output()
+        .unwrap();
+    assert_eq!(nproc(plain, "srun -n1 -c2 bash -c nproc"), "2");
+    // `srun --pty` on a terminal (`script` gives it one).
+    let mut pty = Command::new("script");
+    common::hermetic(&mut pty)
+        .env("SLURM_CONF", &slurm.conf)
+        .env("BINDER_LEDGER_DIR", &ledger)
+        .args(["-qec", "srun -n1 -c2 --pty bash -c nproc", "/dev/null"])
+        .stdin(Stdio::null());
+    let out = nproc(pty.output().unwrap(), "srun --pty");
+    assert_eq!(out.lines().last().map(str::trim), Some("2"), "{out:?}");
+    // A one-CPU task: the default binds it (one CPU either way, and binder's variables).
+    let one = srun(&slurm, &ledger, &["-n1", "-c1"])
+        .args(["sh", "-c", "echo ${BINDER_CPUS:+bound}"])
+        .output()
+        .unwrap();
+    assert_eq!(nproc(one, "srun -n1 -c1"), "bound");
+}

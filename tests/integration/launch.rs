@@ -327,11 +327,20 @@ fn report_and_verbose_lines() {
     );
     if host_cores() > 1 {
         assert!(
-            lines[2].contains("started bound to cpus 0 of the allocation")
-                && lines[2].contains("`mpiexec -bind-to none`"),
+            lines
+                .iter()
+                .any(|l| l.contains("started bound to cpus 0 of the allocation")
+                    && l.contains("`mpiexec -bind-to none`")),
             "{err}"
         );
     }
+    // Which job the ledger counts the task in (#65): Hydra names none, so its proxy or
+    // the task's parent does.
+    assert!(
+        lines.iter().any(|l| l.starts_with("binder: job hydra:")
+            && l.contains(": this task's job on this node (")),
+        "{err}"
+    );
     let report = lines.last().unwrap();
     assert!(
         report.starts_with(&format!(

@@ -364,6 +364,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         arg1: argv.get(1).map(String::as_str),
         report: getopt(sp, 1).is_some(),
         verbose: getopt(sp, 2).is_some(),
+        pty: getenv(sp, "SLURM_PTY_PORT").is_some(),
     };
     let request = match step.decide() {
         task::Decision::Bind(request) => request,

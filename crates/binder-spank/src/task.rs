@@ -41,6 +41,9 @@ pub struct Step<'a> {
     pub report: bool,
     /// `--binder-verbose`.
     pub verbose: bool,
+    /// The step runs on a pseudo-terminal (`srun --pty`, `SLURM_PTY_PORT`): an
+    /// interactive shell, which is an allocation for the user's own work (SEMANTICS §4.3).
+    pub pty: bool,
 }
 
 impl Step<'_> {
@@ -56,12 +59,19 @@ impl Step<'_> {
             return Decision::Stay;
         }
         let argv: Vec<&str> = self.command.into_iter().chain(self.arg1).collect();
+        // `srun --pty bash` is an interactive step: a site default never binds it (an
+        // explicit `--binder` still does).
+        let kind = if self.pty {
+            Kind::Container("an interactive step (srun --pty)")
+        } else {
+            Kind::of_command(&argv)
+        };
         Ask {
             option: "--binder",
             asked: self.asked,
             default: self.default,
             launcher_binds: self.typed.is_some_and(|t| !bind_words(t).is_empty()),
-            kind: Kind::of_command(&argv),
+            kind,
             report: self.report,
             verbose: self.verbose,
         }

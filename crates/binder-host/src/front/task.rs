@@ -279,6 +279,21 @@ impl Front for TaskFront<'_> {
                 )));
             }
         }
+        // A site's default never gives a task fewer CPUs than the scheduler gave it
+        // (SEMANTICS §4.3: `srun -c 2 bash` under `default=one-core` ran `make -j2` on one
+        // CPU): it is declined, and the scheduler's binding stands.
+        if let (true, true, Some(given)) = (
+            task.request.site_default,
+            view.is_bound(),
+            cpus_per_task(task.get),
+        ) {
+            if view.cpus.len() < given {
+                return Err(Refusal(format!(
+                    "it gives this task {} cpu(s), fewer than the {given} the scheduler gave it (SLURM_CPUS_PER_TASK)",
+                    view.cpus.len()
+                )));
+            }
+        }
         // hwloc's topology only for `membind` (the kernel binds CPUs without it).
         let topology: Option<Topology> = match view.membind {
             None => None,
@@ -353,4 +368,14 @@ pub fn resolve_shape(
         binder_core::text::printable(name, 60),
         catalog.display()
     )))
+}
+
+/// The CPUs the scheduler gave each task, where it says (`srun -c N`: Slurm's
+/// `SLURM_CPUS_PER_TASK`).
+fn cpus_per_task(get: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
+    get("SLURM_CPUS_PER_TASK")?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&n| n > 1)
 }
