@@ -433,7 +433,7 @@ fn shape_file_name(line: &str, np: usize) -> String {
 /// `mpirun` (4.1) places them, asked live on two-socket fixtures.
 #[test]
 fn the_older_ppr_spellings_place_as_open_mpi_41() {
-    let Some(shared) = crate::common::shared() else {
+    let Some(shared) = shared() else {
         return;
     };
     if !require_tool("mpirun", "Open MPI's mapper") || !mpirun_is_4_1() {
@@ -444,7 +444,7 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
         "skylake-2s-36c-smt2.xml",
         "epyc7451-naples-2s-48c-smt2-8numa.xml",
     ] {
-        let xml = crate::common::topology(&shared, name);
+        let xml = topology(&shared, name);
         for (line, np) in [
             ("-npersocket 2 --bind-to core", 4),
             ("-npernode 2", 2),

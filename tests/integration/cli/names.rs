@@ -257,9 +257,9 @@ fn bash_completes_catalog_names() {
              _binder_with_catalog binder \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
              printf '%s\\n' \"${{COMPREPLY[@]}}\""
         );
-        let out = std::process::Command::new("bash")
+        let out = Command::new("bash")
             .args(["-c", &script])
-            .current_dir(crate::common::root())
+            .current_dir(root())
             .output()
             .unwrap();
         assert!(

@@ -283,10 +283,12 @@ impl Grant {
         });
         if out.len() < before {
             // CUDA numbers the GPUs it can open, in PCI order (CUDA_DEVICE_ORDER).
-            let mut next = 0;
-            for g in out.iter_mut().filter(|g| g.vendor == Vendor::Nvidia) {
+            for (next, g) in out
+                .iter_mut()
+                .filter(|g| g.vendor == Vendor::Nvidia)
+                .enumerate()
+            {
                 g.vendor_index = next;
-                next += 1;
             }
         }
         out
