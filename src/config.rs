@@ -289,18 +289,7 @@ fn shape_arg(arg: &Path) -> Result<PathBuf, Error> {
 /// a clone.
 fn no_such_shape(name: &str) -> String {
     let dirs = binder_core::launch::line::catalog_dirs();
-    let mut names: Vec<String> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let file = e.file_name().to_string_lossy().into_owned();
-            file.strip_suffix(".yaml").map(str::to_owned)
-        })
-        .collect();
-    names.sort();
-    names.dedup();
+    let names = binder_core::launch::line::catalog_names(&dirs);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let near = binder_core::text::suggestion(name, &candidates)
         .map(|n| format!("did you mean `{n}`? "))

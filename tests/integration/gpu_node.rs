@@ -383,37 +383,24 @@ fn the_nvidia_proc_tree_and_device_files_in_a_private_mount_namespace() {
         ));
     }
     script.push_str("exec \"$@\"");
-    let inner = launch(
-        &ledger,
-        None,
-        &[("NVIDIA_VISIBLE_DEVICES", "all")],
-        "gpu-local",
-    );
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "sh", "-c", &script, "sh"])
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .current_dir(common::root());
-    let (cvd, cpus, report) = ran(&cmd.output().unwrap());
+    // `inner` run inside the namespace, with no nvidia-smi on PATH.
+    let namespaced = |inner: Command| {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-m", "sh", "-c", &script, "sh"])
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .current_dir(common::root());
+        ran(&cmd.output().unwrap())
+    };
+    let all = [("NVIDIA_VISIBLE_DEVICES", "all")];
+    let (cvd, cpus, report) = namespaced(launch(&ledger, None, &all, "gpu-local"));
     assert_eq!((cvd.as_str(), cpus.as_str()), ("0", "1"), "{report}");
     assert!(report.contains("gpu:3 0000:13:00.0 cuda:0"), "{report}");
     // The tree's UUIDs name GPUs with no nvidia-smi on PATH (a short form of GPU 3's).
-    let inner = launch(
-        &ledger,
-        None,
-        &[("CUDA_VISIBLE_DEVICES", "GPU-77771")],
-        "gpu-local",
-    );
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "sh", "-c", &script, "sh"])
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .current_dir(common::root());
-    let (cvd, cpus, _) = ran(&cmd.output().unwrap());
+    let short = [("CUDA_VISIBLE_DEVICES", "GPU-77771")];
+    let (cvd, cpus, _) = namespaced(launch(&ledger, None, &short, "gpu-local"));
     assert_eq!((cvd.as_str(), cpus.as_str()), ("GPU-77771", "1"));
 }
 

@@ -238,6 +238,25 @@ pub fn catalog_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The shape names the catalog directories `dirs` hold (their `NAME.yaml` files), sorted
+/// and once each: what a misspelt name is matched against, on the command line and in
+/// both plugins.
+pub fn catalog_names(dirs: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            file.strip_suffix(".yaml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// A shape named on the command line (`binder cores-packed -- ./app`, as the plugins
 /// take it): the file itself when it exists or has a `/`, else `NAME.yaml` (or the
 /// `NAME.yaml` given as is) of the first of [`catalog_dirs`] that has it, else the name as

@@ -349,16 +349,7 @@ pub fn resolve_shape(
         return Ok(path);
     }
     let stem = name.trim_end_matches(".yaml").trim_end_matches(".yml");
-    let mut names: Vec<String> = std::fs::read_dir(catalog)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let file = e.file_name().to_string_lossy().into_owned();
-            file.strip_suffix(".yaml").map(str::to_owned)
-        })
-        .collect();
-    names.sort();
+    let names = binder_core::launch::line::catalog_names(&[catalog.to_path_buf()]);
     let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
     let near = binder_core::text::suggestion(stem, &candidates)
         .map(|n| format!("did you mean `{n}`? "))
