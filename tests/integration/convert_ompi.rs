@@ -429,8 +429,9 @@ fn shape_file_name(line: &str, np: usize) -> String {
 }
 
 /// Open MPI 4.1's older ppr spellings (#64): `-npersocket N` (which binder read as `-n
-/// persocket`) and `-npernode N` / `--pernode` convert, and place as the installed
-/// `mpirun` (4.1) places them, asked live on two-socket fixtures.
+/// persocket`) and `-npernode N` / `--pernode` convert, and `ppr:N:OBJ --rank-by OBJ`
+/// ranks round robin over the objects; each places as the installed `mpirun` (4.1)
+/// places it, asked live on two-socket fixtures.
 #[test]
 fn the_older_ppr_spellings_place_as_open_mpi_41() {
     let Some(shared) = shared() else {
@@ -445,10 +446,20 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
         "epyc7451-naples-2s-48c-smt2-8numa.xml",
     ] {
         let xml = topology(&shared, name);
+        let numas: usize = crate::common::hwloc_calc_lines(&xml, &["-N", "numa", "all"], &[])
+            .first()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(1);
         for (line, np) in [
             ("-npersocket 2 --bind-to core", 4),
             ("-npernode 2", 2),
             ("--pernode", 1),
+            // Ranked round robin over the NUMA nodes, two on each (#64: 0,1 on the first).
+            (
+                "--map-by ppr:2:numa --rank-by numa --bind-to core",
+                2 * numas,
+            ),
+            ("--map-by ppr:2:numa --rank-by numa", 2 * numas),
         ] {
             let out = binder()
                 .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
@@ -466,5 +477,5 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
             asked += 1;
         }
     }
-    assert_eq!(asked, 6);
+    assert_eq!(asked, 10);
 }

@@ -125,6 +125,9 @@ pub(crate) struct Want {
     pub per_rank: Vec<(&'static str, String)>,
     /// `options.numa-binding` (torchrun's `--numa-binding`).
     pub numa_binding: Option<&'static str>,
+    /// Ranks dealt round robin over the containers though each takes `per_container`
+    /// (Open MPI's `--map-by ppr:N:OBJ --rank-by OBJ`): `pattern: scatter`.
+    pub rank_across: bool,
 }
 
 impl Default for Want {
@@ -144,6 +147,7 @@ impl Default for Want {
             within: None,
             per_rank: Vec::new(),
             numa_binding: None,
+            rank_across: false,
         }
     }
 }
@@ -160,7 +164,7 @@ impl Want {
         };
         let mut out = format!("# binder convert --from {tool} -- {line}\n");
         let mut options = Vec::new();
-        if self.over.is_some() && self.per_container.is_none() {
+        if self.over.is_some() && (self.per_container.is_none() || self.rank_across) {
             options.push("  pattern: scatter".to_owned());
         }
         if let Some(bind) = self.bind {

@@ -299,7 +299,7 @@ pub(in crate::convert) fn ompi(
 /// `--rank-by` other than the mapping object is refused: binder numbers ranks in the
 /// order it deals them.
 fn finish_ompi(
-    want: Want,
+    mut want: Want,
     rank_by: Option<String>,
     object: &str,
     map: &str,
@@ -313,6 +313,11 @@ fn finish_ompi(
         let same = by == object || by == "slot" || container(&by) == want.over;
         if !same {
             return refuse(format!("`--rank-by {by}` with `--map-by {map}`: binder numbers ranks in the order it deals them out, so a shape cannot rank by another object than it maps by; drop --rank-by or map by {by}"));
+        }
+        // `ppr:N:OBJ --rank-by OBJ`: the N per object as mapped, ranked round robin over
+        // the objects (0 on the first, 1 on the second, …), not object by object (#64).
+        if by != "slot" && want.per_container.is_some() && container(&by) == want.over {
+            want.rank_across = true;
         }
     }
     Ok(want)
