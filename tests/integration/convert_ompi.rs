@@ -476,6 +476,35 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
             }
             asked += 1;
         }
+        // `ppr:2:numa --bind-to none`: unbound, and no more than 2 on each NUMA node; one
+        // more is refused by both (#64: binder placed it).
+        let line = "--map-by ppr:2:numa --bind-to none";
+        for (np, fits) in [(2 * numas, true), (2 * numas + 1, false)] {
+            let out = binder()
+                .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
+                .args(line.split_whitespace())
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
+            let path = crate::common::scratch().join(format!("{}.yaml", shape_file_name(line, np)));
+            std::fs::write(&path, &out.stdout).unwrap();
+            let ours = crate::common::dry_run_cpus(&xml, &path, np);
+            let theirs = ask_ompi(&xml, line, np);
+            if fits {
+                assert!(
+                    matches!(theirs, Theirs::Unbound),
+                    "{name} -np {np}: {theirs:?}"
+                );
+                assert!(ours.is_some(), "{name} -np {np}: binder refused");
+            } else {
+                assert!(
+                    matches!(theirs, Theirs::Refused | Theirs::NoSlots),
+                    "{name} -np {np}: Open MPI {theirs:?}"
+                );
+                assert_eq!(ours, None, "{name} -np {np}: binder placed past the cap");
+            }
+            asked += 1;
+        }
     }
-    assert_eq!(asked, 10);
+    assert_eq!(asked, 14);
 }

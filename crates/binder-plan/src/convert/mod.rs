@@ -194,7 +194,7 @@ impl Want {
             out.push_str("  - type: core\n    count: all\n");
             return out;
         }
-        if self.bind == Some("none") && self.fixed.is_none() {
+        if self.bind == Some("none") && self.fixed.is_none() && self.per_container.is_none() {
             out.push_str("  - type: machine\n");
             return out;
         }

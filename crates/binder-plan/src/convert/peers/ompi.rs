@@ -235,9 +235,12 @@ pub(in crate::convert) fn ompi(
         }
     }
     if bind == "none" {
-        // Every process keeps the job's CPUs, wherever it was mapped.
-        want.over = None;
-        want.per_container = None;
+        // Every process keeps the job's CPUs, wherever it was mapped; ppr still caps how
+        // many each object takes (Open MPI refuses more, #64), so its slots stay.
+        if per.is_none() {
+            want.over = None;
+            want.per_container = None;
+        }
         want.bind = Some("none");
         return finish_ompi(want, rank_by, &object, &map);
     }
