@@ -414,8 +414,19 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
         PeerArg::HwlocBind => Peer::HwlocBind,
         PeerArg::Torchrun => Peer::Torchrun,
     };
-    if args.options.is_empty() {
-        return Err("convert: give the options after `--`, e.g. `binder convert --from ompi -- --map-by socket --bind-to core`".into());
+    // A plain `srun` (no option after `--`) is a line Slurm binds by its own rule: it
+    // converts (#64). Every other peer needs its options, and the example is its own.
+    if args.options.is_empty() && peer != Peer::Slurm {
+        let example = match peer {
+            Peer::Ompi => "--from ompi -- --map-by socket --bind-to core",
+            Peer::Numactl => "--from numactl -- --cpunodebind=0 --membind=0",
+            Peer::HwlocBind => "--from hwloc-bind -- socket:1",
+            Peer::Torchrun => "--from torchrun -- --nproc-per-node 4 --numa-binding node",
+            Peer::Slurm => "--from slurm -- --cpu-bind=cores",
+        };
+        return Err(format!(
+            "convert: give the options after `--`, e.g. `binder convert {example}`"
+        ));
     }
     let got = convert(peer, &args.options).map_err(|e| format!("convert: {e}"))?;
     let mut out = got.shape;

@@ -214,3 +214,47 @@ fn slurm_auto_gives_each_task_its_own_core_on_smt_nodes() {
         assert_eq!(got, cores, "{name}: task r on core r, alone");
     }
 }
+
+/// A plain `srun` line (`binder convert --from slurm --` with nothing after it) converts:
+/// Slurm binds it by its own rule, `bind: slurm-auto`, the same as `-n 4` alone; the
+/// other peers still need their options, and the example is their own, never Open MPI's
+/// for them (#64).
+#[test]
+fn a_plain_srun_converts_and_other_peers_name_their_own_example() {
+    let plain = binder()
+        .args(["convert", "--from", "slurm", "--"])
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let with_n = binder()
+        .args(["convert", "--from", "slurm", "--", "-n", "4"])
+        .output()
+        .unwrap();
+    let body = |o: &std::process::Output| -> String {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        body(&plain).contains("bind: slurm-auto"),
+        "{}",
+        body(&plain)
+    );
+    assert_eq!(body(&plain), body(&with_n));
+    for (peer, example) in [
+        ("numactl", "--from numactl --"),
+        ("hwloc-bind", "--from hwloc-bind --"),
+        ("torchrun", "--from torchrun --"),
+        ("ompi", "--from ompi --"),
+    ] {
+        let out = binder()
+            .args(["convert", "--from", peer, "--"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{peer}: {err}");
+        assert!(err.contains(example), "{peer}: {err}");
+    }
+}
