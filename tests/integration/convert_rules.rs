@@ -258,3 +258,37 @@ fn a_plain_srun_converts_and_other_peers_name_their_own_example() {
         assert!(err.contains(example), "{peer}: {err}");
     }
 }
+
+/// Slurm's `mask_ldom` naming a NUMA node the node lacks says which NUMA nodes are there
+/// (#64: the refusal blamed only reserved or taken units): on the one-NUMA-node skylake
+/// fixture, `mask_ldom:0x4` (node 2) names node 0 as the one there.
+#[test]
+fn a_numa_node_the_node_lacks_names_those_it_has() {
+    let Some(shared) = shared() else { return };
+    let out = binder()
+        .args([
+            "convert",
+            "--from",
+            "slurm",
+            "--",
+            "--cpu-bind=mask_ldom:0x4",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shape = scratch().join("mask-ldom-4.yaml");
+    std::fs::write(&shape, &out.stdout).unwrap();
+    let xml = topology(&shared, "skylake-2s-36c-smt2.xml");
+    let out = binder()
+        .args(["--dry-run", "--local-size", "1", "--topology"])
+        .arg(&xml)
+        .arg(&shape)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("numa P#2 is not there: numa P#0 is here"),
+        "{err}"
+    );
+}

@@ -23,6 +23,8 @@ pub struct Named {
     pub asked: String,
     /// Those with no allowed object in the request's scope (`6-7`), empty when all are.
     pub missing: String,
+    /// Those the request could have named there (`0-5`), empty when none.
+    pub present: String,
     /// Whether they are the kernel's numbers (`os_index`, written `pu P#4-7` as lstopo
     /// does) rather than logical indexes (`pu:4-7`).
     pub os: bool,
@@ -79,9 +81,23 @@ impl fmt::Display for Failure {
         }
         write!(f, " in {}, ", self.within)?;
         if let Some(named) = self.named.as_ref().filter(|n| !n.missing.is_empty()) {
+            // Kernel numbers: say which are there (a node's NUMA nodes, say).
+            let here = match (named.os, named.present.is_empty()) {
+                (false, _) => String::new(),
+                (true, true) => format!(": no {kind} is here"),
+                (true, false) => format!(
+                    ": {} {} here",
+                    named.objects(&kind, &named.present),
+                    if named.present.contains([',', '-']) {
+                        "are"
+                    } else {
+                        "is"
+                    }
+                ),
+            };
             return write!(
                 f,
-                "but {} {} not there (outside it or the job's allocation, reserved, taken, or past the last {kind}); name others, {}",
+                "but {} {} not there{here} (outside it or the job's allocation, reserved, taken, or past the last {kind}); name others, {}",
                 named.objects(&kind, &named.missing),
                 if named.missing.contains([',', '-']) { "are" } else { "is" },
                 if named.os {

@@ -231,6 +231,18 @@ impl<'t, 'd> Selector<'t, 'd> {
         if let Some((index, os)) = list.or(item.os_index.as_ref().map(|l| (l, true))) {
             let wanted = index.indexes();
             let mut found = Vec::new();
+            // What an `os_index:` request could have named here, for the refusal (#64: a
+            // NUMA node the node lacks, from Slurm's `mask_ldom`, was blamed on reserved or
+            // taken units). Kernel numbers only: they are what users mistake.
+            let mut present: Vec<usize> = candidates
+                .iter()
+                .filter_map(|c| match c {
+                    Candidate::Cpu(obj, _) if os => obj.os_index(),
+                    _ => None,
+                })
+                .collect();
+            present.sort_unstable();
+            present.dedup();
             candidates.retain(|c| match c {
                 Candidate::Cpu(obj, _) => {
                     let i = if os {
@@ -255,6 +267,7 @@ impl<'t, 'd> Selector<'t, 'd> {
             named = Some(Box::new(Named {
                 asked: index.to_string(),
                 missing: binder_core::cpulist::cpu_list(&missing),
+                present: binder_core::cpulist::cpu_list(&present),
                 os,
             }));
         }
