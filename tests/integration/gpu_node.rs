@@ -372,7 +372,11 @@ fn the_nvidia_proc_tree_and_device_files_in_a_private_mount_namespace() {
     // The driver's tree lists all four GPUs with their UUIDs and minors; the container's
     // /dev has only nvidia3 (the node's GPU 3): the task may use GPU 3 alone, CUDA's 0.
     let mut script = String::from(
-        "set -e; mount -t tmpfs none /proc/driver; d=$(mktemp -d); mount -t tmpfs none $d; \
+        // /proc and /dev made private first (unshare leaves propagation as it is: inside a
+        // chroot, as a fresh machine's check runs, `/` is no mount point to make private),
+        // and every mount below them, so nothing reaches the host's namespace.
+        "set -e; mount --make-rprivate /proc; mount --make-rprivate /dev; \
+         mount -t tmpfs none /proc/driver; d=/proc/driver/dev; mkdir $d; \
          for f in null zero urandom random; do touch $d/$f; mount --bind /dev/$f $d/$f; done; \
          touch $d/nvidiactl $d/nvidia3; mount --bind $d /dev; ",
     );
@@ -386,12 +390,20 @@ fn the_nvidia_proc_tree_and_device_files_in_a_private_mount_namespace() {
     // `inner` run inside the namespace, with no nvidia-smi on PATH.
     let namespaced = |inner: Command| {
         let mut cmd = Command::new("unshare");
-        cmd.args(["-m", "sh", "-c", &script, "sh"])
-            .arg(inner.get_program())
-            .args(inner.get_args())
-            .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .current_dir(common::root());
+        cmd.args([
+            "-m",
+            "--propagation",
+            "unchanged",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .current_dir(common::root());
         ran(&cmd.output().unwrap())
     };
     let all = [("NVIDIA_VISIBLE_DEVICES", "all")];
