@@ -428,6 +428,20 @@ fn shape_file_name(line: &str, np: usize) -> String {
     name
 }
 
+/// Each rank's PUs as binder plans `binder convert --from ompi -- -np NP LINE` on `xml`,
+/// or `None` where it refuses.
+fn converted_plan(xml: &Path, line: &str, np: usize) -> Option<Vec<Vec<usize>>> {
+    let out = binder()
+        .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
+        .args(line.split_whitespace())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
+    let path = crate::common::scratch().join(format!("{}.yaml", shape_file_name(line, np)));
+    std::fs::write(&path, &out.stdout).unwrap();
+    crate::common::dry_run_cpus(xml, &path, np)
+}
+
 /// Open MPI 4.1's older ppr spellings (#64): `-npersocket N` (which binder read as `-n
 /// persocket`) and `-npernode N` / `--pernode` convert, and `ppr:N:OBJ --rank-by OBJ`
 /// ranks round robin over the objects; each places as the installed `mpirun` (4.1)
@@ -461,15 +475,7 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
             ),
             ("--map-by ppr:2:numa --rank-by numa", 2 * numas),
         ] {
-            let out = binder()
-                .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
-                .args(line.split_whitespace())
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
-            let path = crate::common::scratch().join(format!("{}.yaml", shape_file_name(line, np)));
-            std::fs::write(&path, &out.stdout).unwrap();
-            let ours = crate::common::dry_run_cpus(&xml, &path, np);
+            let ours = converted_plan(&xml, line, np);
             match ask_ompi(&xml, line, np) {
                 Theirs::Ranks(theirs) => assert_eq!(Some(theirs), ours, "{name} -np {np} {line}"),
                 other => panic!("{name} -np {np} {line}: Open MPI {other:?}"),
@@ -480,15 +486,7 @@ fn the_older_ppr_spellings_place_as_open_mpi_41() {
         // more is refused by both (#64: binder placed it).
         let line = "--map-by ppr:2:numa --bind-to none";
         for (np, fits) in [(2 * numas, true), (2 * numas + 1, false)] {
-            let out = binder()
-                .args(["convert", "--from", "ompi", "--", "-np", &np.to_string()])
-                .args(line.split_whitespace())
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(0), "{line}: {out:?}");
-            let path = crate::common::scratch().join(format!("{}.yaml", shape_file_name(line, np)));
-            std::fs::write(&path, &out.stdout).unwrap();
-            let ours = crate::common::dry_run_cpus(&xml, &path, np);
+            let ours = converted_plan(&xml, line, np);
             let theirs = ask_ompi(&xml, line, np);
             if fits {
                 assert!(
