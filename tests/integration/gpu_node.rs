@@ -423,7 +423,10 @@ fn the_gpu_smoke_check_passes_on_the_fake_node() {
     // fake driver: discovery, each task's devices, both UUID forms, an ambiguous prefix,
     // torchrun-style workers.
     let path = format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", fake_smi().display());
-    let out = Command::new("bash")
+    // As every launch of the suite: other users' bound tasks on this machine must not
+    // fill the node the script's launches plan on (`common::hermetic`).
+    let mut bash = Command::new("bash");
+    let out = common::hermetic(&mut bash)
         .arg(common::root().join("tools/gpu-smoke.sh"))
         .arg(common::binder_exe())
         .current_dir(common::root())
