@@ -144,8 +144,18 @@ pub(super) fn slurm_auto(
 fn cores_apart(topology: &Topology, plan: &mut Plan) {
     let cores: Vec<CpuSet> = width_sets(topology, ObjType::Core);
     let packages: Vec<CpuSet> = width_sets(topology, ObjType::Package);
-    let package_of = |c: usize| packages.iter().position(|p| p.intersects(&cores[c]));
-    let core_of = |pu: usize| cores.iter().position(|c| c.is_set(pu));
+    // Looked up once (a 16k-PU node has 8k cores to search for every PU otherwise).
+    let package: Vec<Option<usize>> = cores
+        .iter()
+        .map(|c| packages.iter().position(|p| p.intersects(c)))
+        .collect();
+    let package_of = |c: usize| package[c];
+    let core_at: std::collections::HashMap<usize, usize> = cores
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.iter_set().map(move |pu| (pu, i)))
+        .collect();
+    let core_of = |pu: usize| core_at.get(&pu).copied();
     let pus: std::collections::HashMap<usize, &hwlocality::object::TopologyObject> = topology
         .objects(ObjType::Pu)
         .into_iter()

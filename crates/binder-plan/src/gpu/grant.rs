@@ -34,6 +34,9 @@ use super::Vendor;
 use binder_core::driver::DriverView;
 use binder_core::vendor::{SCHEDULER_GPU_COUNT, SCHEDULER_GPU_VARS, VENDORS};
 
+/// Why no UUID could be had, as both refusals that need one say it.
+const NO_UUID: &str = "hwloc has none (no NVML backend) and neither /proc/driver/nvidia/gpus nor `nvidia-smi` gave one";
+
 /// The most entries read from one variable; the longest entry kept.
 const MAX_ENTRIES: usize = 1024;
 const MAX_ENTRY: usize = 128;
@@ -250,8 +253,9 @@ impl Grant {
 
     /// The node's GPUs this process can use, numbered as its runtime numbers them: a
     /// container's (its variable, the device files present) renumbered from 0 in PCI
-    /// order, with the driver's UUID where hwloc has none.
-    fn visible(&self, all: Vec<Gpu>) -> Vec<Gpu> {
+    /// order, with the driver's UUID where hwloc has none. What [`Grant::misnamed`] and
+    /// [`Grant::apply`] take (taken once per plan).
+    pub fn visible(&self, all: Vec<Gpu>) -> Vec<Gpu> {
         let mut out: Vec<Gpu> = all
             .into_iter()
             .map(|mut g| {
@@ -295,10 +299,10 @@ impl Grant {
     }
 
     /// Why the allocation's entries cannot be read as GPUs of this node, where a `GPU-`
-    /// entry names none of them or more than one (CUDA takes a unique prefix): one line
-    /// naming the entry and what the node's GPUs are called, else `None`.
-    pub fn misnamed(&self, all: &[Gpu]) -> Option<String> {
-        let visible = self.visible(all.to_vec());
+    /// entry names none of the `visible` GPUs ([`Grant::visible`]) or more than one (CUDA
+    /// takes a unique prefix): one line naming the entry and what the node's GPUs are
+    /// called, else `None`.
+    pub fn misnamed(&self, visible: &[Gpu]) -> Option<String> {
         for (row, list) in VENDORS.iter().zip(&self.lists) {
             let mine: Vec<&Gpu> = visible.iter().filter(|g| g.vendor == row.vendor).collect();
             for entry in list.iter().flatten().filter(|e| e.starts_with("GPU-")) {
@@ -328,10 +332,9 @@ impl Grant {
                 if found.is_empty() {
                     let what = if known.is_empty() {
                         format!(
-                            "binder could read no UUID of this node's {} {} GPU(s): hwloc has none (no NVML backend) and neither {} nor `nvidia-smi` gave one; name GPUs by index",
+                            "binder could read no UUID of this node's {} {} GPU(s): {NO_UUID}; name GPUs by index",
                             mine.len(),
                             row.name,
-                            binder_core::driver::NVIDIA_PROC
                         )
                     } else {
                         format!("this node's are {}", known.join(", "))
@@ -358,9 +361,8 @@ impl Grant {
             .collect();
         (!missing.is_empty()).then(|| {
             format!(
-                "`gpu-ids: uuid` asks for UUIDs, but binder could read none for GPU(s) {}: hwloc has none (no NVML backend) and neither {} nor `nvidia-smi` gave one; use `gpu-ids: index`",
+                "`gpu-ids: uuid` asks for UUIDs, but binder could read none for GPU(s) {}: {NO_UUID}; use `gpu-ids: index`",
                 missing.join(", "),
-                binder_core::driver::NVIDIA_PROC
             )
         })
     }
@@ -441,11 +443,10 @@ impl Grant {
         self
     }
 
-    /// The GPUs of `all` (every GPU of the node, in PCI order) this job may have, each
-    /// with the name its runtime variable will use; their `index` is their position in
-    /// what is returned, their `number` stays the node's.
+    /// The GPUs of `all` (the node's GPUs this process can use, [`Grant::visible`], in PCI
+    /// order) this job may have, each with the name its runtime variable will use; their
+    /// `index` is their position in what is returned, their `number` stays the node's.
     pub fn apply(&self, all: Vec<Gpu>) -> Vec<Gpu> {
-        let all = self.visible(all);
         if self.split.is_some_and(|k| k != all.len()) {
             return Vec::new();
         }

@@ -63,10 +63,11 @@ pub(super) fn plan(
         // Every GPU of the node, numbered over the node (SEMANTICS §9), whatever was cut.
         let all = gpu::discover(topology);
         let node = all.len();
-        if let Some(why) = grant.misnamed(&all) {
+        let visible = grant.visible(all);
+        if let Some(why) = grant.misnamed(&visible) {
             return Err(PlanError::Gpus(why));
         }
-        let mut gpus = grant.apply(all);
+        let mut gpus = grant.apply(visible);
         gpus.retain(|g| !held_gpus.contains(&g.claim_id()));
         let gpus = near_the_job(gpus, grant, &topology.allowed());
         if let Some(why) = grant.uuid_missing(&gpus) {
