@@ -222,17 +222,21 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
     }
     assert!(!out.contains("binder:"), "{out}");
 
-    // A batch job with more GPUs than the step (`--gpus=4`, steps `--gpus-per-task=1` of
-    // 2 tasks): a CPU-only shape runs (its plan does not depend on GPUs); a GPU shape,
-    // whose step GPUs no variable names, is refused in one line that names the ways out
-    // that work inside this batch job, not "run the step there" (#61).
+    // A batch job with more GPUs than the step (`--gpus=4`, steps of 2 tasks given a GPU
+    // each): a CPU-only shape runs (its plan does not depend on GPUs); a GPU shape takes
+    // the step's GPUs to be the two consecutive job GPUs around each task's own, the
+    // same window from both tasks, and runs (#61). A step dealt out of order
+    // (`map_gpu:1,0`: rank 1 holds GPU 0) names no such window from rank 1, which is
+    // refused in one line naming the ways out that work inside this batch job, not
+    // "run the step there".
     let mut script = format!(
         "#!/bin/sh\nexport HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 TAG\n",
         xml.display()
     );
     script.push_str(&format!(
         "TAG=cpu srun -n2 --overcommit --gpus-per-task=1 {binder} shapes/bind-none.yaml -- sh $PROBE\n\
-         srun -n2 --overcommit --gpus-per-task=1 {binder} shapes/gpu-devices-only.yaml -- true\n"
+         TAG=gpu srun -n2 --overcommit --gpus-per-task=1 {binder} shapes/gpu-devices-only.yaml -- sh $PROBE\n\
+         TAG=map srun -n2 --overcommit --gpus=2 --gpu-bind=map_gpu:1,0 {binder} shapes/gpu-devices-only.yaml -- sh $PROBE\n"
     ));
     let out = sbatch(
         slurm,
@@ -242,8 +246,17 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
     );
     let s = seen(&out);
     assert_eq!(s.get("cpu").map(BTreeMap::len), Some(2), "{out}");
+    let devices: Vec<&str> = s
+        .get("gpu")
+        .map(|t| t.values().map(|f| f[4].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        devices,
+        ["0", "1"],
+        "--gpus-per-task=1 in sbatch --gpus=4: {out}"
+    );
     let refusals: Vec<&str> = out.lines().filter(|l| l.starts_with("binder:")).collect();
-    assert_eq!(refusals.len(), 2, "{out}");
+    assert_eq!(refusals.len(), 1, "{out}");
     for line in refusals {
         assert!(
             line.contains("srun --gpus=4") && line.contains("--binder=SHAPE"),

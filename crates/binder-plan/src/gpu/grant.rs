@@ -32,6 +32,7 @@ use super::model::Gpu;
 use super::Vendor;
 
 use binder_core::driver::DriverView;
+use binder_core::identity::Launcher;
 use binder_core::vendor::{SCHEDULER_GPU_COUNT, SCHEDULER_GPU_VARS, VENDORS};
 
 /// Why no UUID could be had, as both refusals that need one say it.
@@ -116,6 +117,24 @@ fn adopt(
     }
 }
 
+/// A batch job's step that Slurm gave `k` of the job's GPUs here (`srun --gpus-per-task`
+/// inside `sbatch --gpus=N`, N > k), seen from the task of local rank `rank` that holds
+/// `own` of them: no variable names the step's GPUs, but Slurm takes a step's GPUs from
+/// the job's free ones in index order and deals them to the tasks in rank order, `own.len()`
+/// each. So the step's are the `k` consecutive entries of the job's list (`job`, in
+/// Slurm's index order) in which this task's own sit at its rank's place; `None` when its
+/// own are not consecutive there or the window would leave the list (`--gpu-bind=map_gpu`
+/// dealing out of order, a step whose GPUs another step's fragmented): the refusal stands.
+/// Every task of a step that got consecutive GPUs finds the same window, so their plans
+/// agree (docs/SEMANTICS.md §9, GPUs per task).
+fn step_around(job: &[String], own: &[String], rank: usize, k: usize) -> Option<Vec<String>> {
+    let first = job.iter().position(|e| Some(e) == own.first())?;
+    let start = first.checked_sub(rank.checked_mul(own.len())?)?;
+    let end = start.checked_add(k)?;
+    let window = job.get(start..end)?;
+    (first + own.len() <= end && job.get(first..first + own.len())? == own).then(|| window.to_vec())
+}
+
 /// A variable's entries: comma separated, blanks dropped; `NoDevFiles` (what CUDA and
 /// Slurm write for "none") is the empty list.
 fn entries(value: &str) -> Vec<String> {
@@ -169,7 +188,17 @@ impl Grant {
             said.push(format!("{SCHEDULER_GPU_COUNT}={k}"));
             let listed = get(SCHEDULER_GPU_VARS[1]).map(|v| entries(&v));
             job_listed = listed.as_ref().map(Vec::len).filter(|&n| n != k);
-            let job = listed.filter(|j| j.len() == k);
+            let local = get(Launcher::Slurm.row().local_rank).and_then(|r| r.trim().parse().ok());
+            let job = match listed {
+                Some(j) if j.len() == k => Some(j),
+                Some(j) => local.and_then(|r| step_around(&j, &task, r, k)).inspect(|s| {
+                    said.push(format!(
+                        "the step's GPUs taken as {} (the {k} of SLURM_JOB_GPUS in order around this task's own)",
+                        s.join(",")
+                    ));
+                }),
+                None => None,
+            };
             // Constrained devices renumber: the task's vendor entries are then
             // positions in the step's list, not its physical indices.
             let renumbered = lists
@@ -774,6 +803,34 @@ mod tests {
             kept(&grant(&renumbered), four()),
             [(0, 1, "0".to_owned()), (1, 3, "1".to_owned())]
         );
+        // A batch job of 4 whose step has 2 (`sbatch --gpus=4`, `srun -n2
+        // --gpus-per-task=1`): the 2 consecutive job GPUs with this task's own at its
+        // rank's place, the same window from either task.
+        for (rank, own, step) in [("0", "0", [0, 1]), ("1", "1", [0, 1]), ("1", "3", [2, 3])] {
+            let env = [
+                ("CUDA_VISIBLE_DEVICES", own),
+                ("SLURM_STEP_GPUS", own),
+                ("SLURM_GPUS_ON_NODE", "2"),
+                ("SLURM_JOB_GPUS", "0,1,2,3"),
+                ("SLURM_LOCALID", rank),
+            ];
+            let got: Vec<usize> = kept(&grant(&env), four()).iter().map(|g| g.1).collect();
+            assert_eq!(got, step, "rank {rank} holding {own}");
+        }
+        // Dealt out of order (`map_gpu:1,0`): rank 1 holds GPU 0, which no window has at
+        // its place, so the refusal stands, with the batch job's advice.
+        let env = [
+            ("SLURM_STEP_GPUS", "0"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_JOB_GPUS", "0,1,2,3"),
+            ("SLURM_LOCALID", "1"),
+        ];
+        let g = grant(&env);
+        let none = g.apply(four());
+        assert!(none.is_empty());
+        assert!(g.why_fewer(4, &none).unwrap().contains("srun --gpus=4"));
+        assert_eq!(step_around(&entries("0,1,2,3"), &entries("3"), 2, 2), None);
+        assert_eq!(step_around(&entries("0,1,2,3"), &entries("9"), 0, 2), None);
         // Outside one: the step's 2 GPUs are the node's on a node of 2, unknown on 4.
         let g = grant(&task1);
         assert_eq!(kept(&g, four()[..2].to_vec()).len(), 2);
