@@ -29,6 +29,12 @@ pub extern "C" fn main(
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    // As in `binder` (a launch line it handed over has been through this already).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(why) = binder_core::limits::prepare(&args) {
+        binder_core::text::emit(&mut std::io::stderr(), &why);
+        std::process::exit(exit_code::REFUSED);
+    }
     run_main();
     std::process::exit(exit_code::SUCCESS)
 }

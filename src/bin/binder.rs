@@ -36,6 +36,12 @@ pub extern "C" fn main(
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // A stack or file-size limit too low for binder: started again with room, or
+    // refused in one line, never a signal death (SEMANTICS §13.5).
+    if let Err(why) = binder_core::limits::prepare(&args) {
+        binder_core::text::emit(&mut std::io::stderr(), &why);
+        std::process::exit(exit_code::REFUSED);
+    }
     if let Some(line) = LaunchLine::parse(&args).filter(|l| l.local_size != Some(0)) {
         // A bad BINDER_REPORT word is binder-full's to refuse.
         if let Ok(report) = report_word(std::env::var("BINDER_REPORT").ok().as_deref()) {

@@ -345,6 +345,50 @@ fn a_link_count_keeper_does_not_hide_a_new_user() {
     }
 }
 
+/// SEMANTICS §13.5, a lifted squat: mallory's directory under bob's canonical name sends
+/// bob's first job to his secret directory, and she removes it the moment his task runs.
+/// alice's next launch, within 250 ms of the listing and kernel look her last one shared,
+/// finds the root changed since that listing: whatever it read, the CPU it binds to is
+/// checked against the kernel afresh, and bob's task there sends it elsewhere. 0 of 12
+/// rounds on bob's CPU (12 of 12 on 23e2c73).
+#[test]
+fn a_lifted_squat_hides_no_new_users_job() {
+    let Some((out, err)) = two_cpu_scenario("lifted") else {
+        return;
+    };
+    let mut collided = Vec::new();
+    for t in 1..=12 {
+        let bob = cpus_of(&out, &err, "bob", &format!("bob{t}"));
+        let alice = cpus_of(&out, &err, "alice", &format!("next{t}"));
+        if !alice.is_disjoint(&bob) {
+            collided.push(t);
+        }
+    }
+    assert!(
+        collided.is_empty(),
+        "alice's next job on bob's CPU in rounds {collided:?}:\n{out}\n{err}"
+    );
+}
+
+/// SEMANTICS §13.5, a momentary binding steers whatever its thread count: mallory's
+/// process of 65 threads (one more than the watch took before), all bound to every CPU
+/// bob's job does not hold 9 ms in 10. alice's 20 launches all run, none on bob's CPU
+/// (18 of 20 refused on 23e2c73; 64 threads: none).
+#[test]
+fn a_momentary_binding_of_many_threads_refuses_nobody() {
+    let Some((out, err)) = two_cpu_scenario("squat65") else {
+        return;
+    };
+    let bob = cpus_of(&out, &err, "bob", "bob");
+    for t in 1..=20 {
+        let alice = cpus_of(&out, &err, "alice", &format!("t{t}"));
+        assert!(
+            alice.is_disjoint(&bob),
+            "launch {t}: alice on bob's CPU {bob:?}:\n{out}\n{err}"
+        );
+    }
+}
+
 /// SEMANTICS §13.4, churn: beside 100,000 names in the ledger root and a directory
 /// mallory makes and removes there every 5 ms, alice's launches take at most twice her
 /// launches in a quiet root of their own, in turns with them, at the median (with 20 ms

@@ -365,6 +365,29 @@ while time.time() < end and spares:
     sleep 0.4
   done
   ;;
+lifted)
+  # SEMANTICS §13.5, a lifted squat: 5,000 names in the ledger root (so that alice's
+  # listing is shared with her next launches) and mallory's directory under bob's
+  # canonical name, so that bob's first job makes his secret directory. The moment bob's
+  # task runs (its claim is in that directory) mallory removes her squat, and alice's
+  # next launch, within 250 ms of her last listing and kernel look, must not land on
+  # bob's CPU. TRIALS rounds, each with fresh users' directories.
+  as mallory python3 -c '
+import os
+os.chdir("/dev/shm")
+for i in range(5000):
+    os.close(os.open("binder-ledger.junk%d" % i, os.O_CREAT | os.O_WRONLY, 0o644))'
+  for t in $(seq "${TRIALS:-12}"); do
+    rm -rf /dev/shm/binder-ledger."$(uid alice)"* /dev/shm/binder-ledger."$(uid bob)"*
+    as mallory mkdir -m 755 /dev/shm/binder-ledger."$(uid bob)"
+    run alice "first$t" 0
+    run bob "bob$t" 3
+    as mallory rmdir /dev/shm/binder-ledger."$(uid bob)"
+    run alice "next$t" 0.2
+    pkill -u binder-bob sleep 2>/dev/null
+    sleep 0.4
+  done
+  ;;
 ended)
   # SEMANTICS §13.4, a refusal on a fresh look: bob holds a CPU; mallory's process is
   # bound to every other CPU while alice's first launch looks (alice is refused: every
@@ -419,6 +442,43 @@ while time.time() < end:
   sleep 0.2
   for t in $(seq "${TRIALS:-12}"); do
     run alice "d$t" 0.1
+    sleep 0.2
+  done
+  ;;
+squat65)
+  # SEMANTICS §13.5, a momentary binding of many threads steers: bob holds a CPU;
+  # mallory's process of THREADS threads (65: one more than binder watched before) binds
+  # all of them to every other CPU for 9 ms, then lets go for 1 ms, over and over. alice
+  # launches TRIALS times: each runs, never refused, never on bob's CPU.
+  run bob bob 40
+  EXTRA=("BOB=$(cpu_words "$(cat "$scratch/bob.cpus")")" "THREADS=${THREADS:-65}")
+  as mallory python3 -c '
+import os, threading, time
+every = os.sched_getaffinity(0)
+bob = set(map(int, os.environ["BOB"].split()))
+tids, lock = [threading.get_native_id()], threading.Lock()
+stop = threading.Event()
+def idle():
+    with lock:
+        tids.append(threading.get_native_id())
+    stop.wait()
+for _ in range(int(os.environ["THREADS"]) - 1):
+    threading.Thread(target=idle, daemon=True).start()
+while len(tids) < int(os.environ["THREADS"]):
+    time.sleep(0.001)
+end = time.time() + 30
+while time.time() < end:
+    for t in tids:
+        os.sched_setaffinity(t, every - bob)
+    time.sleep(0.009)
+    for t in tids:
+        os.sched_setaffinity(t, every)
+    time.sleep(0.001)
+stop.set()' &
+  EXTRA=()
+  sleep 0.5
+  for t in $(seq "${TRIALS:-20}"); do
+    run alice "t$t" 0.1
     sleep 0.2
   done
   ;;

@@ -17,6 +17,7 @@ pub mod identity;
 pub mod input;
 pub mod launch;
 pub mod ledger;
+pub mod limits;
 pub mod procfs;
 pub mod scheduler;
 pub mod settings;

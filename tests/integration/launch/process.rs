@@ -183,3 +183,72 @@ fn the_task_starts_with_default_signal_dispositions() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{out:?}");
 }
+
+/// `sh -c SCRIPT` with binder's path as `$1`, run as the tests run binder, in a node
+/// ledger of its own (returned with the output).
+fn shell(script: &str) -> (std::process::Output, std::path::PathBuf) {
+    let ledger = crate::common::private_ledger();
+    let mut cmd = Command::new("sh");
+    crate::common::isolated(&mut cmd)
+        .env("BINDER_LEDGER_DIR", &ledger)
+        .args(["-c", script, "sh", crate::common::binder_exe()]);
+    (cmd.output().unwrap(), ledger)
+}
+
+/// SEMANTICS §13.5, the lows: a stack limit too low for binder is a one-line refusal
+/// when the hard limit is too (16 KiB: SIGSEGV, even `--version`, on 23e2c73), and a run
+/// when only the soft one is, the task getting the user's limit back and none of
+/// binder's variables. (Below about 12 KiB the dynamic loader itself cannot start:
+/// `/bin/true` dies there too.)
+#[test]
+fn a_stack_limit_too_low_for_binder_is_a_refusal_or_a_run() {
+    let (out, _) = shell("ulimit -s 16; exec \"$1\" --version");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(REFUSED), "{out:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("binder: ") && err.contains("ulimit -s"),
+        "{err}"
+    );
+    let (out, _) = shell(
+        "ulimit -S -s 16; exec \"$1\" shapes/cores-packed.yaml -- sh -c 'ulimit -S -s; echo ${BINDER_STACK_SOFT-unset}'",
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "16\nunset\n");
+}
+
+/// SEMANTICS §13.5, the lows: under `ulimit -f 0` every write binder makes fails, and it
+/// runs the task all the same (planned on the kernel's view, said in one warning): no
+/// SIGXFSZ death (on 23e2c73, a dry-run and a launch both died of it), no empty claim
+/// left in the ledger, and the task gets SIGXFSZ's default disposition, not binder's.
+#[test]
+fn a_file_size_limit_of_zero_is_a_run_never_a_signal() {
+    let (out, _) = shell("ulimit -f 0; exec \"$1\" --dry-run shapes/cores-packed.yaml");
+    assert!(out.status.success(), "{out:?}");
+    let (out, ledger) = shell(
+        "ulimit -f 0; exec \"$1\" shapes/cores-packed.yaml -- sh -c 'grep SigIgn /proc/self/status'",
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ignored = stdout
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(ignored & (1 << (libc::SIGXFSZ - 1)), 0, "{stdout}");
+    let mut stack = vec![ledger];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let meta = entry.metadata().unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                assert!(
+                    meta.len() > 0 || name == ".lock" || name.starts_with("ok."),
+                    "an empty {name} left in the ledger"
+                );
+            }
+        }
+    }
+}

@@ -117,11 +117,13 @@ pub trait Planner {
 }
 
 /// How long a refusal that only unclaimed bound processes decide waits for one of them
-/// to let go (looking every `WATCH_EVERY`), and the most threads a process may have to
-/// be watched (a larger one is looked at once, where the fresh look saw it).
+/// to let go (looking every `WATCH_EVERY`), and the most thread affinities the watch
+/// reads in all (SEMANTICS §13.5: the rule is the same for any thread count, the cost
+/// bounded: a 65-thread squatter bound 9 ms in 10 costs 20 looks of 65 reads; one of
+/// thousands of threads is watched until the reads run out, then holds).
 const WATCH: Duration = Duration::from_millis(40);
-const WATCH_EVERY: Duration = Duration::from_millis(2);
-const WATCH_THREADS: usize = 64;
+const WATCH_EVERY: Duration = Duration::from_micros(500);
+const WATCH_READS: usize = 20_000;
 
 /// How many times a task may move because other jobs' claims overlap its own.
 const MAX_ROUNDS: usize = 8;
@@ -218,6 +220,7 @@ pub fn claim<'l, P: Planner>(
         warned: Cell::new(false),
         own_kernel: Cell::new(false),
         lineage: std::cell::OnceCell::new(),
+        momentary: std::cell::RefCell::new(Vec::new()),
         enclosing: env
             .var("BINDER_JOB")
             .filter(|j| !j.is_empty() && j.len() <= 256),
@@ -261,6 +264,9 @@ struct Attempt<'a, 'j> {
     /// This process and its ancestors (`Procs::lineage`), read once when a scan first
     /// finds a holder: what they hold is this task's envelope, not another job's.
     lineage: std::cell::OnceCell<Vec<(u32, u64)>>,
+    /// Other users' processes the watch saw let go of their binding (`Attempt::let_go`):
+    /// momentary bindings, which steer and never move this task.
+    momentary: std::cell::RefCell<Vec<u32>>,
     /// The job that encloses this one (SEMANTICS §4.3, nested steps): the `BINDER_JOB`
     /// this task inherited, which an outer binder exported to the shell that started
     /// this job (`srun --pty bash`, `srun -n1 -c8 bash -c 'srun …'`). Its claims, this
@@ -425,7 +431,7 @@ impl Attempt<'_, '_> {
                 // After a move, the units left may be taken by tasks that took this
                 // one's claim and are about to let go (another user's process that
                 // follows its claims): a moment later, the node is looked at again.
-                Err(Stopped::Error(_)) if moved && round < MAX_ROUNDS => {
+                Err(Stopped::Error(e)) if moved && round < MAX_ROUNDS && planner.refuses(&e) => {
                     std::thread::sleep(RETRY);
                     own = ledger.list_own(self.procs);
                     scan = self.scan(&own, &id, now, hz, err)?;
@@ -448,7 +454,18 @@ impl Attempt<'_, '_> {
             } else {
                 self.settle(&claim, &scan)
             };
-            let settled = settled.filter(|_| !self.ran_meanwhile(&claim, &id));
+            let settled = settled
+                .filter(|_| !self.ran_meanwhile(&claim, &id))
+                .filter(|_| {
+                    // Planned on inputs that could have missed another user's claim:
+                    // the CPUs bound to are checked against the kernel now, and the
+                    // next plan looks afresh (SEMANTICS §13.5).
+                    let collides = !share && self.collides_afresh(&claim, &scan);
+                    if collides {
+                        ledger.look_afresh();
+                    }
+                    !collides
+                });
             if let Some(seen) = settled {
                 // The marker tells a rival that started earlier and overlaps this claim
                 // that this task has read the others: it then moves instead of waiting.
@@ -508,11 +525,71 @@ impl Attempt<'_, '_> {
         mine.overlaps(&claim.cpus, &[])
     }
 
+    /// After binding on a scan that could have missed another user's claim
+    /// ([`Scan::doubtful`]: a listing cut short, a root changed since the listing reused,
+    /// a directory that vanished), whether another user's process the kernel shows bound
+    /// now, which the scan did not count, holds some of `claim`'s CPUs, so that this task
+    /// must move (SEMANTICS §13.5). Each of two such tasks binds before it looks, so the
+    /// one that looks last sees the other. The earlier start keeps: a rival that started
+    /// earlier (or whose start cannot be read) sends this task elsewhere at once; one
+    /// that started later is given [`SETTLE`] to find this task and move, and sends it
+    /// elsewhere if it still holds then (it looked before this task bound, or is no
+    /// binder task). Costs one look at the whole node, and only where the scan is in
+    /// doubt; inside a scheduler's allocation nothing outside it moves a task (§4.3).
+    fn collides_afresh(&self, claim: &Claim, planned: &Scan) -> bool {
+        if claim.cpus.is_empty() || planned.doubtful().is_none() || planned.allocation.is_some() {
+            return false;
+        }
+        let Some(view) = ledger::kernel::KernelView::look(self.procs, self.ledger.uid()) else {
+            return false;
+        };
+        let ours = |cpus: &[usize]| cpus.iter().any(|c| claim.cpus.binary_search(c).is_ok());
+        let known: BTreeSet<u32> = planned.holders.iter().map(|h| h.claim.pid).collect();
+        let momentary = self.momentary.borrow();
+        let lineage = self.lineage.get_or_init(|| self.procs.lineage());
+        let mut rivals: Vec<u32> = view
+            .procs
+            .iter()
+            .filter(|(pid, seen)| {
+                ours(&seen.cpus)
+                    && !known.contains(pid)
+                    && !momentary.contains(pid)
+                    && !lineage.iter().any(|(p, _)| p == *pid)
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        if rivals.is_empty() {
+            return false;
+        }
+        let me = (self.me.1, self.me.0);
+        let later = |p: &u32| self.procs.stat(*p).is_some_and(|s| (s.start, *p) > me);
+        if !rivals.iter().all(later) {
+            return true;
+        }
+        let everywhere = self.procs.everywhere();
+        let until = Instant::now() + SETTLE;
+        loop {
+            rivals.retain(|&p| {
+                self.procs
+                    .threads(p)
+                    .is_some_and(|t| ours(&ledger::kernel::bound_cpus(everywhere.as_deref(), &t)))
+            });
+            if rivals.is_empty() {
+                return false;
+            }
+            if Instant::now() >= until {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Which of `pids` (bound processes of other users that no claim accounts for) let
     /// go of their CPUs, or end, within [`WATCH`]: looked at every [`WATCH_EVERY`], each
     /// thread's affinity as the kernel's view reads it, until every one was seen letting
-    /// go once. One that holds throughout holds; a process of more than
-    /// [`WATCH_THREADS`] threads is not watched (the fresh look saw it bound).
+    /// go once. One that holds throughout holds, as do those left when the watch has
+    /// read [`WATCH_READS`] thread affinities (whatever their thread count: the cost is
+    /// bounded, not the rule).
     fn let_go(&self, pids: &[u32]) -> Vec<u32> {
         if pids.is_empty() {
             return Vec::new();
@@ -521,19 +598,31 @@ impl Attempt<'_, '_> {
         let mut watched = pids.to_vec();
         let mut gone = Vec::new();
         let until = Instant::now() + WATCH;
+        let mut reads = 0usize;
         loop {
-            watched.retain(|&p| match self.procs.threads(p) {
-                Some(t) if t.len() > WATCH_THREADS => false,
-                Some(t) if !ledger::kernel::bound_cpus(everywhere.as_deref(), &t).is_empty() => {
-                    true
+            watched.retain(|&p| {
+                if reads >= WATCH_READS {
+                    return true;
                 }
-                // Unbound now, or ended.
-                _ => {
-                    gone.push(p);
-                    false
+                match self.procs.threads(p) {
+                    Some(t) => {
+                        reads += t.len();
+                        if ledger::kernel::bound_cpus(everywhere.as_deref(), &t).is_empty() {
+                            gone.push(p);
+                            false
+                        } else {
+                            true
+                        }
+                    }
+                    // Ended.
+                    None => {
+                        gone.push(p);
+                        false
+                    }
                 }
             });
-            if watched.is_empty() || Instant::now() >= until {
+            if watched.is_empty() || reads >= WATCH_READS || Instant::now() >= until {
+                self.momentary.borrow_mut().extend_from_slice(&gone);
                 return gone;
             }
             std::thread::sleep(WATCH_EVERY);

@@ -212,6 +212,9 @@ pub fn exec(command: &[OsString], env: &[(String, String)], scrub: &[&str]) -> L
     for stale in env::stale(env) {
         cmd.env_remove(stale);
     }
+    // The user's stack limit and SIGXFSZ's default, as the task was given them.
+    cmd.env_remove(crate::limits::SAVED);
+    crate::limits::restore();
     let error = cmd.exec();
     match error.kind() {
         // ENOENT for a file that exists: its `#!` interpreter is missing.

@@ -142,14 +142,21 @@ pub(super) fn write_new(
     mode: u32,
 ) -> std::io::Result<()> {
     let fd = rfs::openat(
-        dir,
+        &dir,
         name,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
     )?;
-    rfs::fchmod(&fd, Mode::from_raw_mode(mode))?;
     let mut file = std::fs::File::from(fd);
-    file.write_all(bytes)
+    let written = rfs::fchmod(&file, Mode::from_raw_mode(mode))
+        .map_err(std::io::Error::from)
+        .and_then(|()| file.write_all(bytes));
+    // A write cut short (`ulimit -f`, a full file system) leaves no empty or partial file
+    // behind for anyone to read as a claim (SEMANTICS §13.5).
+    if written.is_err() {
+        let _ = rfs::unlinkat(&dir, name, rfs::AtFlags::empty());
+    }
+    written
 }
 
 /// Makes a directory 0755 (whatever the umask: other users' launches must read it).

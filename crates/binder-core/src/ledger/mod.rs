@@ -252,6 +252,12 @@ pub struct Scan {
     pub ignored: Vec<Ignored>,
     /// Why the scan may have missed something (a time or size limit was reached).
     pub incomplete: Option<String>,
+    /// Why the scan's inputs could have missed another user's claim though nothing was
+    /// cut short: the root changed since the listing it reused, or a directory vanished
+    /// while it was read (a lifted squat). With [`Scan::incomplete`], it makes the task
+    /// check the CPUs it bound to against the kernel afresh (SEMANTICS §13.5,
+    /// [`Scan::doubtful`]).
+    pub doubt: Option<String>,
     /// Whether the kernel's view of the other users' tasks was taken (it is whenever
     /// another user's ledger entry is in sight, or the ledger cannot be used).
     pub kernel: bool,
@@ -312,6 +318,13 @@ impl Scan {
                 .deciding(|h| self.stale.contains(&h.claim.pid))
                 .next()
                 .is_some()
+    }
+
+    /// Why a task planned on this scan must check its CPUs against the kernel afresh
+    /// once bound (SEMANTICS §13.5): a read cut short, a root changed since the listing
+    /// it reused, a directory that vanished; `None` when the read was whole and as is.
+    pub fn doubtful(&self) -> Option<&str> {
+        self.incomplete.as_deref().or(self.doubt.as_deref())
     }
 
     /// An empty scan as user `me` sees the node.

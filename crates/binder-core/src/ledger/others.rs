@@ -147,6 +147,10 @@ impl Ledger {
             }
             // One `statat` says whose it is; only a user's first few are opened.
             let Ok(st) = rfs::statat(root, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
+                // Gone since it was listed: a lifted squat's user may have moved to a
+                // directory this read does not know (SEMANTICS §13.5).
+                scan.doubt =
+                    Some("a directory of the ledger root vanished while it was read".into());
                 continue;
             };
             let owner = st.st_uid;

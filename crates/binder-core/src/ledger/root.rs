@@ -106,6 +106,10 @@ impl Ledger {
                 }
                 if !unchanged {
                     known.stamp = None;
+                    // A directory made since under a name nobody can guess (a new
+                    // user's secret one, where a squat stood) is not among these: the
+                    // task checks its CPUs afresh once bound (SEMANTICS §13.5).
+                    scan.doubt = Some("the ledger root changed since its last listing".into());
                 }
                 self.remember(known.clone());
                 // (As below: with nobody's names in sight, `in-sight` takes no look.)
