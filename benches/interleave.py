@@ -5,6 +5,9 @@ more) slows every command alike instead of whichever hyperfine happened to run l
 Prints one JSON object: command -> {"wall": median seconds, "cpu": median user+system
 seconds of the command and its children}. stdout and stderr of the commands are discarded.
 
+With GAP=SECONDS in the environment, each run waits that long first (untimed): a launch
+after a quiet spell, when nothing a launch shares with the next is fresh any more.
+
 A COMMAND may start with `NAME=value` words (set in its environment, as the shell does)
 and with `@session` (run in a session of its own: a new process group, so binder sees a
 new job), both applied by posix_spawn itself: no `env` or `setsid` executable is timed.
@@ -42,8 +45,12 @@ def main():
     devnull = os.open(os.devnull, os.O_WRONLY)
     actions = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
 
+    gap = float(os.environ.get("GAP", "0"))
+
     def once(spec):
         argv, env, session = spec
+        if gap:
+            time.sleep(gap)
         start = time.perf_counter()
         pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsid=session)
         _, _, usage = os.wait4(pid, 0)

@@ -69,6 +69,23 @@ impl KernelView {
         Some(view)
     }
 
+    /// [`KernelView::look`], skipping root's long-lived processes `before` remembers
+    /// (`crate::procfs::settled`), with what it found of root's for the next look.
+    pub fn look_settled(
+        procs: &dyn Procs,
+        me: u32,
+        before: &crate::procfs::settled::Settled,
+    ) -> Option<(KernelView, crate::procfs::settled::Settled)> {
+        let mut view = KernelView::claimed(procs, me);
+        view.whole = true;
+        let (others, after) = procs.others_settled(me, before)?;
+        for other in others {
+            let seen = view.seen(procs, other.uid, &other.threads);
+            view.procs.insert(other.pid, seen);
+        }
+        Some((view, after))
+    }
+
     /// A view that holds only the processes other users' claims name, each looked up
     /// when asked ([`KernelView::ask`]): what a task settling its claim reads again and
     /// again, at a cost of the claims in sight rather than of every thread on the node

@@ -21,6 +21,7 @@ use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 
 use super::kernel::{KernelView, Seen};
 use super::store::{RootRead, Stamp};
+use crate::procfs::settled::Settled;
 use crate::procfs::Procs;
 
 /// How long a view taken by one launch serves the user's next ones: 100 ms still let a
@@ -48,10 +49,21 @@ pub(crate) fn look(
     if let Some(view) = (!afresh).then(|| read(dir, me)).flatten() {
         return Some(view);
     }
-    let view = KernelView::look(procs, me)?;
+    // Root's long-lived processes the last look found are not looked at one by one
+    // again (`crate::procfs::settled`, SEMANTICS §13.5).
+    let before = read_aged(dir, ROOTS_NAME, me, Duration::MAX)
+        .map_or_else(Settled::default, |(text, _)| Settled::parse(&text));
+    let (view, after) = KernelView::look_settled(procs, me, &before)?;
     write(dir, &view);
+    if after != before {
+        replace(dir, ROOTS_NAME, &after.text());
+    }
     Some(view)
 }
+
+/// The name of the root processes a look found (`crate::procfs::settled`) in the user's
+/// own directory.
+pub(crate) const ROOTS_NAME: &str = "kroot";
 
 /// The shared view, when it is this user's own, fresh and well formed.
 fn read(dir: &impl AsFd, me: u32) -> Option<KernelView> {

@@ -8,6 +8,7 @@
 //! is checked, so a hostile `comm` (it may hold spaces and parentheses) cannot confuse it.
 
 mod others;
+pub mod settled;
 
 pub use others::MAX_PROCESSES;
 
@@ -123,6 +124,17 @@ pub trait Procs {
         }
         out.sort_by_key(|o| o.pid);
         Some(out)
+    }
+    /// [`Procs::others`], skipping root's long-lived processes `before` remembers
+    /// ([`settled`]), with what this look found of root's processes for the next one
+    /// (a fake remembers nothing).
+    fn others_settled(
+        &self,
+        me: u32,
+        before: &settled::Settled,
+    ) -> Option<(Vec<Other>, settled::Settled)> {
+        let _ = before;
+        Some((self.others(me)?, settled::Settled::default()))
     }
     /// Every user but `me` and root with a live process (as [`Procs::others`] has them,
     /// without reading a thread); `None` when `/proc` cannot be listed.
@@ -302,6 +314,14 @@ impl Procs for Real {
         others::others(me)
     }
 
+    fn others_settled(
+        &self,
+        me: u32,
+        before: &settled::Settled,
+    ) -> Option<(Vec<Other>, settled::Settled)> {
+        others::others_settled(me, before)
+    }
+
     fn hidden(&self) -> Option<String> {
         others::hidden(rustix::process::geteuid().as_raw())
     }
@@ -464,6 +484,14 @@ impl Procs for RealOnce {
 
     fn others(&self, me: u32) -> Option<Vec<Other>> {
         Real.others(me)
+    }
+
+    fn others_settled(
+        &self,
+        me: u32,
+        before: &settled::Settled,
+    ) -> Option<(Vec<Other>, settled::Settled)> {
+        Real.others_settled(me, before)
     }
 
     fn pid_ns(&self) -> u64 {

@@ -16,6 +16,7 @@ use std::os::fd::OwnedFd;
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
+use super::settled::{self, Settled};
 use super::{affinity, Other, MAX_THREADS};
 
 /// The most processes looked at (a node's `pid_max` is at most 4,194,304; far fewer run).
@@ -31,6 +32,43 @@ pub(super) fn others(me: u32) -> Option<Vec<Other>> {
 /// here: SEMANTICS §13.3); `None` when `/proc` cannot be listed.
 pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
     processes(|uid| uid == me)
+}
+
+/// [`others`], skipping root's long-lived processes `before` remembers (see
+/// [`super::settled`]), with what this look found of root's processes for the next one.
+pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, Settled)> {
+    let now = settled::now_ms();
+    let mut after = Settled::default();
+    let mut out = Vec::new();
+    let skip = |pid: u32, ino: u64| before.skips(pid, ino, now);
+    each_process_skipping(skip, |proc, pid, ino, task, st| match st {
+        None => after.keep(before, pid),
+        Some(st) if st.st_uid == 0 => after.root(before, pid, ino, now),
+        Some(st) if st.st_uid == me => {}
+        Some(st) => {
+            if let Some(other) = one(proc, pid, task, st) {
+                out.push(other);
+            }
+        }
+    })?;
+    Some((out, after))
+}
+
+/// A process of another user, with every thread's affinity (`None` when it ended).
+fn one(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
+    // `st_nlink` is u64 on x86_64 but u32 on other targets.
+    #[allow(clippy::useless_conversion)]
+    let count = u64::from(st.st_nlink).saturating_sub(2);
+    let threads: Vec<Vec<usize>> = if count <= 1 {
+        affinity(Some(pid)).into_iter().collect()
+    } else {
+        threads(proc, task)
+    };
+    (!threads.is_empty()).then_some(Other {
+        pid,
+        uid: st.st_uid,
+        threads,
+    })
 }
 
 /// Every process whose owner `keep` accepts, with every thread's affinity.
@@ -97,6 +135,41 @@ fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option
             continue;
         };
         each(&proc, pid, &task, &st);
+    }
+    Some(())
+}
+
+/// [`each_process`], with the inode number each is listed under, and no `statat` (a
+/// `None` status) for those `skip` names.
+fn each_process_skipping(
+    skip: impl Fn(u32, u64) -> bool,
+    mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
+) -> Option<()> {
+    let proc = rfs::openat(
+        rfs::CWD,
+        "/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut listing = rfs::Dir::read_from(&proc).ok()?;
+    for entry in listing.by_ref().take(MAX_PROCESSES) {
+        let Ok(entry) = entry else {
+            break;
+        };
+        let Some(pid) = number(entry.file_name()) else {
+            continue;
+        };
+        let ino = entry.ino();
+        if skip(pid, ino) {
+            each(&proc, pid, ino, "", None);
+            continue;
+        }
+        let task = format!("{pid}/task");
+        let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
+            continue;
+        };
+        each(&proc, pid, ino, &task, Some(&st));
     }
     Some(())
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A launch's cost beside many idle processes, after a quiet spell (#62, SEMANTICS §13.5):
+# in a private PID namespace with its own /proc, N idle processes (default 2,000: what a
+# 2-socket node's kernel threads number) owned by OWNER (default root; a user name for
+# another user's), then, interleaved (benches/interleave.py) with GAP seconds before each
+# run (default 0.3: past the 250 ms a launch's look at the kernel is shared for),
+# `taskset -c 0 true` against the first task of a new job (`@session binder SHAPE --
+# true`), ledger on and off. The node cache is warm; cache and ledger are on tmpfs.
+#
+#   sudo benches/crowded.sh [N] [ROUNDS]      (root: namespaces, and processes of OWNER)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-2000}
+rounds=${2:-200}
+owner=${OWNER:-root}
+if [ -z "${BINDER_CROWDED_INSIDE:-}" ]; then
+  cargo build --release -q
+  exec unshare --pid --fork --mount --propagation private --mount-proc \
+    env BINDER_CROWDED_INSIDE=1 "$0" "$@"
+fi
+prefix=$(mktemp -d)
+cache=$(mktemp -d -p /dev/shm)
+ledger=$(mktemp -d -p /dev/shm)
+trap 'pkill -P $$ sleep 2>/dev/null; rm -rf "$prefix" "$cache" "$ledger"' EXIT
+install -m 755 target/release/binder target/release/binder-full "$prefix"
+export BINDER_CACHE_DIR=$cache BINDER_LEDGER_DIR=$ledger
+for _ in $(seq "$n"); do
+  if [ "$owner" = root ]; then sleep 600 & else setpriv --reuid="$owner" --regid="$owner" --clear-groups sleep 600 & fi
+done
+sleep 1
+echo "processes in this namespace: $(ls /proc | grep -c '^[0-9]')"
+bin=$prefix/binder
+shape=shapes/cores-packed.yaml
+$bin $shape -- true
+out=$(GAP=${GAP:-0.3} benches/interleave.py "$rounds" \
+  "taskset -c 0 true" \
+  "@session $bin $shape -- true" \
+  "@session BINDER_LEDGER=off $bin $shape -- true")
+python3 - "$out" "$bin" "$n" "$owner" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+base = r["taskset -c 0 true"]["wall"]
+print(f"beside {sys.argv[3]} idle processes of {sys.argv[4]}, each run after a quiet spell:")
+for cmd, t in r.items():
+    print(f"  {t['wall']*1000:7.2f} ms  {t['wall']/base:5.2f}x  {cmd.replace(sys.argv[2], 'binder')}")
+PY
