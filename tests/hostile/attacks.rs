@@ -317,11 +317,13 @@ fn a_threaded_process_and_twenty_thousand_claims_do_not_hide_bob() {
 fn a_flood_of_names_in_the_ledger_root_does_not_hide_bob() {
     // 300,000 names here (about 1.1 M in the measurement: `FLOOD=1100000`).
     let flood = std::env::var("BINDER_HOSTILE_FLOOD").unwrap_or_else(|_| "300000".into());
-    if let Some((_, err)) = fast_and_disjoint("root-flood", &[("FLOOD", &flood)], 1500) {
-        // Said once per launch, not twice.
-        for run in err.split("run ") {
-            assert!(run.matches("read in part").count() <= 1, "{err}");
-        }
+    if let Some((out, err)) = fast_and_disjoint("root-flood", &[("FLOOD", &flood)], 1500) {
+        // Said once per launch at most, not twice (a launch handed over to
+        // binder-full says it there only).
+        assert!(
+            err.matches("read in part").count() <= runs(&out).len(),
+            "{err}"
+        );
     }
 }
 
@@ -670,8 +672,26 @@ fn a_whole_node_task_holds_the_node_against_its_users_other_jobs() {
 /// median (with 50 ms of slack for a busy CI machine). `LOAD=256` for the size.
 #[test]
 fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
+    loaded_node("threads");
+}
+
+/// SEMANTICS §13.5, a flood cut short under load: alice's and bob's 64 concurrent
+/// launches (BINDER_HOSTILE_LOAD), each its own 1-core job, beside 100,000 names in the
+/// ledger root, bob's canonical directory name squatted (his claims are in his secret
+/// directory, which a listing cut short by the flood does not reach) and a name made and
+/// removed in the root every 10-20 ms: no two jobs ever run on one CPU at once, and the
+/// median launch takes at most twice the unattacked one in the same run (with 50 ms of
+/// slack; on 23e2c73, with 256 launches of 4 users: 6-10 colliding pairs a run).
+#[test]
+fn a_flood_of_names_under_load_never_puts_two_jobs_on_one_cpu() {
+    loaded_node("flood");
+}
+
+/// The load scenario under `attack` (`threads`: 8,000 idle threads of mallory's;
+/// `flood`: a flood of names, a squatted name, a poked root).
+fn loaded_node(attack: &str) {
     let load = std::env::var("BINDER_HOSTILE_LOAD").unwrap_or_else(|_| "64".into());
-    let Some((out, err)) = scenario("thread-load", &[("LOAD", &load)]) else {
+    let Some((out, err)) = scenario("thread-load", &[("LOAD", &load), ("ATTACK", attack)]) else {
         return;
     };
     clean("thread-load", &err);
@@ -702,7 +722,7 @@ fn idle_threads_of_another_user_neither_slow_nor_bend_a_loaded_node() {
     }
     let threads = out
         .lines()
-        .find(|l| l.starts_with("threads "))
+        .find(|l| l.starts_with("threads ") || l.starts_with("names "))
         .unwrap_or("");
     let mut collisions = Vec::new();
     for (i, a) in ran.iter().enumerate() {

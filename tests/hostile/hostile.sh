@@ -711,7 +711,8 @@ thread-load)
   # #45's load test: LOAD (64) 1-core launches at once, alice's and bob's in turn, each
   # its own job holding its core 0.2 s; first unattacked (waves quiet, quiet2), then
   # (attacked, attacked2) while mallory runs two
-  # processes of 4,000 idle unbound threads. Prints `load PHASE JOB CPUS TL T0 T1` per
+  # processes of 4,000 idle unbound threads (ATTACK=flood: a flood of names, a squatted
+  # user's name and a poked root instead). Prints `load PHASE JOB CPUS TL T0 T1` per
   # task that ran (TL: before binder started, T0: the task started) and `refused PHASE
   # JOB TL TEND` per launch that did not (the node has too few cores for all).
   cat >"$scratch/load.sh" <<'EOT'
@@ -737,18 +738,40 @@ EOT
   pids=()
   wave quiet2
   pids=()
-  for _ in 1 2; do
+  if [ "${ATTACK:-threads}" = flood ]; then
+    # SEMANTICS §13.5: 100,000 names in the ledger root, bob's canonical directory name
+    # squatted (his launches use his secret directory), and a name made and removed in
+    # the root every 10-20 ms.
+    rm -rf /dev/shm/binder-ledger."$(uid bob)"
+    as mallory mkdir -m 755 /dev/shm/binder-ledger."$(uid bob)"
     as mallory python3 -c '
+import os
+os.chdir("/dev/shm")
+for i in range(int(os.environ.get("FLOOD", "100000"))):
+    os.close(os.open("binder-ledger.f%d" % i, os.O_CREAT | os.O_WRONLY, 0o644))' 
+    as mallory python3 -c '
+import os, random, time
+os.chdir("/dev/shm")
+end = time.time() + 180
+while time.time() < end:
+    os.mkdir("binder-ledger.poke")
+    os.rmdir("binder-ledger.poke")
+    time.sleep(random.uniform(0.010, 0.020))' &
+    echo "names $(ls -f /dev/shm | wc -l)"
+  else
+    for _ in 1 2; do
+      as mallory python3 -c '
 import threading, time, os
 ev = threading.Event()
 for _ in range(4000):
     threading.Thread(target=ev.wait, daemon=True).start()
 open("/tmp/binder-hostile-load.%d" % os.getpid(), "w").close()
 time.sleep(120)' &
-  done
-  for _ in $(seq 600); do [ "$(ls /tmp/binder-hostile-load.* 2>/dev/null | wc -l)" = 2 ] && break; sleep 0.05; done
-  rm -f /tmp/binder-hostile-load.*
-  echo "threads $(ps -L -u binder-mallory --no-headers | wc -l)"
+    done
+    for _ in $(seq 600); do [ "$(ls /tmp/binder-hostile-load.* 2>/dev/null | wc -l)" = 2 ] && break; sleep 0.05; done
+    rm -f /tmp/binder-hostile-load.*
+    echo "threads $(ps -L -u binder-mallory --no-headers | wc -l)"
+  fi
   wave attacked
   pids=()
   wave attacked2

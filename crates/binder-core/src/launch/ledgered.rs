@@ -218,6 +218,7 @@ pub fn claim<'l, P: Planner>(
         claimed: None,
         original: None,
         warned: Cell::new(false),
+        notes: std::cell::RefCell::new(Vec::new()),
         own_kernel: Cell::new(false),
         lineage: std::cell::OnceCell::new(),
         momentary: std::cell::RefCell::new(Vec::new()),
@@ -225,7 +226,17 @@ pub fn claim<'l, P: Planner>(
             .var("BINDER_JOB")
             .filter(|j| !j.is_empty() && j.len() <= 256),
     };
-    match flow.run(env, planner, err) {
+    let ran = flow.run(env, planner, err);
+    // The scan's warnings, said by the process that runs the task or refuses it: a
+    // launch handed over to `binder-full` says them there, once (SEMANTICS §13.5: a
+    // flood's warning was said twice).
+    let handed_over = matches!(&ran, Err(Stopped::Error(e)) if !planner.refuses(e));
+    if !handed_over {
+        for note in flow.notes.take() {
+            crate::text::emit(err, &note);
+        }
+    }
+    match ran {
         Ok((view, id)) => Ok(Claimed {
             view,
             job: id,
@@ -258,6 +269,8 @@ struct Attempt<'a, 'j> {
     original: Option<Vec<usize>>,
     /// Whether the partial-scan and hidden-/proc warnings were printed (once a launch).
     warned: Cell<bool>,
+    /// Those warnings, said once the launch ends (not by a launch handed over).
+    notes: std::cell::RefCell<Vec<String>>,
     /// Whether scans add the kernel's view of this user's own bound tasks of other jobs
     /// (a launch that was stopped while it held the lock: `Attempt::ran_meanwhile`).
     own_kernel: Cell<bool>,
@@ -357,7 +370,7 @@ impl Attempt<'_, '_> {
         if joined.is_none() {
             own.resolve(self.procs);
         }
-        let mut scan = self.scan(&own, &id, now, hz, err)?;
+        let mut scan = self.scan(&own, &id, now, hz)?;
         let mut share = planner.shares();
         let mut view_pack = None;
         if let Some(raw) = &joined {
@@ -411,7 +424,7 @@ impl Attempt<'_, '_> {
                     looked_afresh = true;
                     ledger.look_afresh();
                     own = ledger.list_own(self.procs);
-                    scan = self.scan(&own, &id, now, hz, err)?;
+                    scan = self.scan(&own, &id, now, hz)?;
                     continue;
                 }
                 // A refusal that bound processes no claim accounts for decide stands only
@@ -434,7 +447,7 @@ impl Attempt<'_, '_> {
                 Err(Stopped::Error(e)) if moved && round < MAX_ROUNDS && planner.refuses(&e) => {
                     std::thread::sleep(RETRY);
                     own = ledger.list_own(self.procs);
-                    scan = self.scan(&own, &id, now, hz, err)?;
+                    scan = self.scan(&own, &id, now, hz)?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -484,7 +497,7 @@ impl Attempt<'_, '_> {
                 break;
             }
             own = ledger.list_own(self.procs);
-            scan = self.scan(&own, &id, now, hz, err)?;
+            scan = self.scan(&own, &id, now, hz)?;
         }
         // Tasks of other jobs that started first took every plan's units: the node has
         // none free for this task at the moment, and running it anyway would share them.
@@ -636,7 +649,6 @@ impl Attempt<'_, '_> {
         id: &JobId,
         now: u64,
         hz: u64,
-        err: &mut impl Write,
     ) -> Result<Scan, Stopped<E>> {
         let mut scan = Scan::new(self.ledger.uid());
         scan.allocation = id.allocation();
@@ -661,18 +673,14 @@ impl Attempt<'_, '_> {
                 } else {
                     "planning around what was read"
                 };
-                crate::text::emit(
-                    err,
-                    &format!("warning: node ledger read in part ({why}); {after}"),
-                );
+                self.notes.borrow_mut().push(format!(
+                    "warning: node ledger read in part ({why}); {after}"
+                ));
             }
             if let Some(why) = &scan.hidden {
-                crate::text::emit(
-                    err,
-                    &format!(
-                        "warning: {why}: binder goes around what their ledger entries say, but cannot see their bound tasks that have none, so this job may share their CPUs (ask for hidepid's gid= exemption, or run jobs that share a node in one PID namespace)"
-                    ),
-                );
+                self.notes.borrow_mut().push(format!(
+                    "warning: {why}: binder goes around what their ledger entries say, but cannot see their bound tasks that have none, so this job may share their CPUs (ask for hidepid's gid= exemption, or run jobs that share a node in one PID namespace)"
+                ));
             }
         }
         Ok(scan)

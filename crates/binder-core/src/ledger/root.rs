@@ -40,6 +40,10 @@ pub(crate) const CHURN_RELIST: Duration = Duration::from_secs(1);
 /// How long a listing of a large root serves the user's next launches while the root is
 /// as it was (no name made or removed there since: nothing to list again).
 const KEEP_UNCHANGED: Duration = Duration::from_secs(30);
+/// The longest a launch lists the ledger root's names (a flood of 100,000 takes longer):
+/// past it the live users' own directories are looked up by name instead (a listing
+/// under the user's lock made 64 concurrent launches wait behind it: p50 9.5x).
+const LIST_BUDGET: Duration = Duration::from_millis(40);
 /// The smallest root directory size at which a shared read is looked for: 4,096 names
 /// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
 const SHARED_ROOT_SIZE: i64 = 4096 * 20;
@@ -91,15 +95,24 @@ impl Ledger {
             // user with a live process, looked up by name (SEMANTICS §13.4). A user's
             // first job's directory is one of those, so churn hides no new user. Only a
             // directory under a name nobody else can guess (a homeless user's) can be
-            // new and unread: where a live user's canonical name is another's, the root
-            // is listed as before; elsewhere such a directory is read at the next listing
-            // (`CHURN_RELIST`). Not where `/proc` hides users: they would be missed.
+            // new and unread until the next listing (`CHURN_RELIST`), so the scan is in
+            // doubt and the task checks its CPUs afresh once bound (SEMANTICS §13.5).
+            // Not where `/proc` hides users: they would be missed.
             let churned = !unchanged && large && age < CHURN_RELIST && procs.hidden().is_none();
             let canonical = churned
                 .then(|| self.canonical_dirs(procs, scan.me))
                 .flatten();
             if unchanged || canonical.is_some() {
-                for name in canonical.into_iter().flatten() {
+                let (canonical, squatted) = canonical.unwrap_or_default();
+                if squatted {
+                    // A live user's own name is another's: that user's directory may be
+                    // one nobody can guess, unread until the next listing. Not listed
+                    // again for it (400 ms a launch beside 100,000 names): the task's
+                    // CPUs are checked afresh once bound instead (SEMANTICS §13.5).
+                    scan.doubt =
+                        Some("a live user's ledger directory name is another user's".into());
+                }
+                for name in canonical {
                     if !known.dirs.contains(&name) {
                         known.dirs.push(name);
                     }
@@ -139,12 +152,25 @@ impl Ledger {
             return;
         };
         let own_name = self.dir().file_name().and_then(|n| n.to_str());
-        let mut found = dirs_named(&mut listing, PREFIX, deadline);
+        // A flood of names is not listed past `LIST_BUDGET` (SEMANTICS §13.5): every live
+        // user's own directory is then looked up by name, and the task checks its CPUs
+        // afresh once bound, for a directory nobody can guess that the listing missed.
+        let until = deadline.min(Instant::now() + LIST_BUDGET);
+        let mut found = dirs_named(&mut listing, PREFIX, until);
         found.names.retain(|n| Some(n.as_str()) != own_name);
-        let (names, seen, complete) = (found.names, found.seen, found.complete);
+        let (mut names, seen, complete) = (found.names, found.seen, found.complete);
         let listed = (!complete).then(|| format!("{} holds too many names", self.root().display()));
         if listed.is_some() {
             scan.incomplete.clone_from(&listed);
+            if procs.hidden().is_none() {
+                if let Some((canonical, _)) = self.canonical_dirs(procs, scan.me) {
+                    for name in canonical {
+                        if !names.contains(&name) && Some(name.as_str()) != own_name {
+                            names.push(name);
+                        }
+                    }
+                }
+            }
         }
         // No other user's files in sight: nothing to read, but their bound tasks still
         // count whether or not they use binder or this root (SEMANTICS §13.3: `taskset`,
@@ -213,16 +239,18 @@ impl Ledger {
     }
 
     /// The canonical directory names of every user but `me` with a live process (and
-    /// root) that are theirs; `None` when `/proc` cannot be listed or one of those names is
-    /// another user's (its user may have a directory of a name nobody else can guess).
-    fn canonical_dirs(&self, procs: &dyn Procs, me: u32) -> Option<Vec<String>> {
+    /// root) that are theirs, and whether one of those names is another user's (its user
+    /// may have a directory of a name nobody else can guess); `None` when `/proc` cannot
+    /// be listed.
+    fn canonical_dirs(&self, procs: &dyn Procs, me: u32) -> Option<(Vec<String>, bool)> {
         let root = open_dir(rfs::CWD, self.root()).ok()?;
         let mut names = Vec::new();
+        let mut squatted = false;
         for uid in procs.users(me)? {
             let name = format!("{PREFIX}{uid}");
             match rfs::statat(&root, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) if st.st_uid == uid => names.push(name),
-                Ok(_) => return None,
+                Ok(_) => squatted = true,
                 Err(_) => {}
             }
         }
@@ -235,7 +263,7 @@ impl Ledger {
         if me != 0 && roots.is_ok_and(|st| st.st_uid == 0) {
             names.push(name);
         }
-        Some(names)
+        Some((names, squatted))
     }
 
     /// The kernel's view of the whole node (shared: `super::shared`), or why not.
