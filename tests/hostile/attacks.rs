@@ -200,6 +200,30 @@ fn huge_and_many_forged_claims_cost_a_bounded_moment() {
     }
 }
 
+/// SEMANTICS §13.5: a task's children inherit its binding and are that task, not jobs of
+/// their own: `binder node` shows bob's job with its one task, and his `taskset` process
+/// (no task's child) as a `pid:` job (on 23e2c73 each child was a `pid:` job too).
+#[test]
+fn binder_node_counts_a_tasks_children_as_the_task() {
+    let Some((out, err)) = scenario("node-children", &[]) else {
+        return;
+    };
+    assert!(out.contains("node-rc 0"), "{out}\n{err}");
+    let jobs: Vec<(&str, &str)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("job "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    let unclaimed = jobs.iter().filter(|(j, _)| j.starts_with("pid:")).count();
+    let claimed: Vec<_> = jobs
+        .iter()
+        .filter(|(j, _)| !j.starts_with("pid:"))
+        .collect();
+    assert_eq!(claimed.len(), 1, "{out}\n{err}");
+    assert_eq!(claimed[0].1, "1", "{out}\n{err}");
+    assert_eq!(unclaimed, 1, "{out}\n{err}");
+}
+
 #[test]
 fn binder_node_prints_none_of_another_users_bytes_raw() {
     if let Some((out, err)) = scenario("node-output", &[]) {

@@ -228,6 +228,27 @@ big)
   as mallory sh -c 'head -c 16777216 /dev/zero | tr "\0" " " >"$1"' sh "$d/c.$p.$s.0.huge"
   honest
   ;;
+node-children)
+  # SEMANTICS §13.5: bob's one-task job whose task starts three children (they inherit
+  # its binding), and a bound process of his that is no task's child (`taskset`):
+  # `binder node` as alice shows bob's job once, its task once, and the other process
+  # as a job of its own.
+  as bob setsid "$BIN" "$scratch/one.yaml" -- sh -c \
+    'sleep 30 & sleep 30 & sh -c "sleep 30" & echo ready >"$0"; wait' "$scratch/kids.ready" \
+    >/dev/null 2>&1 &
+  for _ in $(seq 200); do [ -s "$scratch/kids.ready" ] && break; sleep 0.01; done
+  sleep 0.2
+  as bob setsid taskset -c 0 sleep 30 >/dev/null 2>&1 &
+  sleep 0.2
+  as alice "$BIN" node --format json >"$scratch/node.json" 2>"$scratch/node.err"
+  echo "node-rc $?"
+  python3 -c '
+import json, sys
+node = json.load(open(sys.argv[1]))
+for j in node["jobs"]:
+    print("job", j["job"], j["running"])' "$scratch/node.json"
+  cat "$scratch/node.err" >&2
+  ;;
 node-output)
   # A claim that holds (bound inside) with escape codes and fake lines in every field
   # mallory writes, and file names with control characters.

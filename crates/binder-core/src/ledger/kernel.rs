@@ -228,6 +228,7 @@ pub(crate) fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) 
     let lineage: BTreeSet<u32> = procs.lineage().iter().map(|(pid, _)| *pid).collect();
     // Those the ledger already has (their claims say more: job, GPUs).
     let claimed: BTreeSet<u32> = scan.holders.iter().map(|h| h.claim.pid).collect();
+    let tasks = claimed_tasks(&scan.holders);
     for process in mine {
         let cpus = bound_cpus(everywhere.as_deref(), &process.threads);
         if cpus.is_empty() || lineage.contains(&process.pid) || claimed.contains(&process.pid) {
@@ -236,6 +237,9 @@ pub(crate) fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) 
         let Some(stat) = procs.stat(process.pid).filter(|s| !s.ended()) else {
             continue;
         };
+        if inside_a_task(procs, &tasks, me, stat.ppid, &cpus) {
+            continue;
+        }
         if SETTLING.contains(&stat.comm.as_str()) {
             continue;
         }
@@ -247,6 +251,44 @@ pub(crate) fn add_own(procs: &dyn Procs, me: u32, job: &JobId, scan: &mut Scan) 
         scan.holders
             .push(unclaimed(me, process.pid, stat.start, cpus, true));
     }
+}
+
+/// How many ancestors of an unclaimed bound process are looked at for a claimed task.
+const MAX_ANCESTORS: usize = 8;
+
+/// Whether the bound process `pid` (whose parent is `ppid`), of `owner`, holding `cpus`,
+/// runs inside a claimed task of the same owner that holds them all: a task's children
+/// (its shell, its MPI ranks' helpers) inherit its binding and are that task, not jobs of
+/// their own (`binder node` counted them as `pid:N`, SEMANTICS §13.5).
+fn inside_a_task(
+    procs: &dyn Procs,
+    claimed: &BTreeMap<u32, (u32, Vec<usize>)>,
+    owner: u32,
+    mut ppid: u32,
+    cpus: &[usize],
+) -> bool {
+    for _ in 0..MAX_ANCESTORS {
+        if ppid <= 1 {
+            return false;
+        }
+        if let Some((by, held)) = claimed.get(&ppid) {
+            return *by == owner && cpus.iter().all(|c| held.binary_search(c).is_ok());
+        }
+        match procs.stat(ppid) {
+            Some(stat) => ppid = stat.ppid,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The claimed tasks among `holders` (not `pid:` ones): PID, owner and CPUs held.
+fn claimed_tasks(holders: &[Holder]) -> BTreeMap<u32, (u32, Vec<usize>)> {
+    holders
+        .iter()
+        .filter(|h| !h.claim.job.is_unclaimed() && !h.cpus.is_empty())
+        .map(|h| (h.claim.pid, (h.owner, h.cpus.clone())))
+        .collect()
 }
 
 /// A holder for a bound process no claim accounts for, as a task of a job named after it.
@@ -280,6 +322,7 @@ pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Sca
         scan.hidden.clone_from(&view.hidden);
     }
     let known: BTreeSet<u32> = scan.holders.iter().map(|h| h.claim.pid).collect();
+    let claimed = claimed_tasks(&scan.holders);
     for (&pid, seen) in &view.procs {
         if seen.cpus.is_empty() || known.contains(&pid) {
             continue;
@@ -287,6 +330,9 @@ pub(crate) fn add_unclaimed(view: &KernelView, procs: &dyn Procs, scan: &mut Sca
         let Some(stat) = procs.stat(pid).filter(|s| !s.ended()) else {
             continue;
         };
+        if inside_a_task(procs, &claimed, seen.uid, stat.ppid, &seen.cpus) {
+            continue;
+        }
         let confirmed = !SETTLING.contains(&stat.comm.as_str());
         if view.stale {
             scan.stale.push(pid);
