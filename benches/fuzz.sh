@@ -2,6 +2,7 @@
 # Coverage-guided fuzzing with libFuzzer on the stable toolchain.
 #
 #   benches/fuzz.sh [TARGET] [SECONDS]    TARGET: shape | plan | ge | all (default all, 60 s each)
+#   benches/fuzz.sh build                  only builds the targets (CI builds them early)
 #
 # cargo-fuzz needs nightly for its sanitizer flags; libfuzzer-sys itself does not, so this
 # script builds fuzz/ with the same coverage instrumentation cargo-fuzz uses (`-s none`),
@@ -21,6 +22,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
 cargo build --release --quiet --manifest-path fuzz/Cargo.toml --target "$host" \
   --target-dir target/fuzz-build
+[ "$targets" = build ] && exit 0
 # The targets fuzz at the same time, each for SECONDS (CI's wall time is one target's,
 # not three; on a 2-CPU machine each target gets two thirds of a CPU).
 fuzz_one() {

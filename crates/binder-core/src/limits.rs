@@ -28,7 +28,8 @@ pub const LEAST_STACK: u64 = 128 << 10;
 /// (`unlimited`, or bytes); never passed on to the task.
 pub const SAVED: &str = "BINDER_STACK_SOFT";
 
-/// What [`prepare`] found, when binder cannot run.
+/// Readies binder for the limits it was started under, first thing in `main` (see the
+/// module doc): `Err` is the one-line refusal when it cannot run.
 pub fn prepare(args: &[OsString]) -> Result<(), String> {
     // SAFETY: setting a signal's disposition to ignore has no preconditions; this runs
     // first in `main`, with one thread. [`restore`] sets the default back before exec.
