@@ -55,6 +55,10 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "at build time (`cargo build`), `1`: link the `binder` executable dynamically instead of static-pie (a warm launch then starts slower)",
     },
     Entry {
+        names: &["BINDER_STACK_SOFT"],
+        what: "set by binder itself, never by you: the stack size limit you launched it with, while binder runs with a larger one it started itself again under (`ulimit -s` below 1 MiB); the task gets your limit back, and never this variable",
+    },
+    Entry {
         names: &["BINDER_SITE_FILE"],
         what: "the site file to read instead of `/etc/binder/site.yaml` (for modules and tests)",
     },

@@ -685,17 +685,30 @@ fn a_cpu_only_shape_keeps_flux_gpu_binding() {
 
 /// SEMANTICS §4.3, an option that exists does something: `-o binder={}` names no shape
 /// (and there is no default), so the task is refused with one line and 125, never run
-/// unbound; a misspelt switch value likewise.
+/// unbound; a misspelt switch value likewise. `-o binder.report` alone runs the task and
+/// says in one line why nothing is bound, as `srun --binder-report` does (#63: refused).
 #[test]
 fn an_empty_binder_option_is_one_line() {
     let script = r#"flux run -n1 -o userrc=$RC -o binder={} true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder={} names no shape' | sed 's/^/empty|/; s/$/|x|x|x/'
 flux run -n1 -o userrc=$RC -o binder=cores-packed -o binder-report=of true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder-report="of" is neither on' | sed 's/^/switch|/; s/$/|x|x|x/'
-flux run -n1 -o userrc=$RC -o binder={} true >/dev/null 2>&1; echo "rc|$?|x|x|x""#;
+flux run -n1 -o userrc=$RC -o binder={} true >/dev/null 2>&1; echo "rc|$?|x|x|x"
+flux run -n1 -o userrc=$RC -o binder.report true 2>&1 | grep -c 'binder: nothing to report.*no -o binder=SHAPE' | sed 's/^/alone|/; s/$/|x|x|x/'
+flux run -n1 -o userrc=$RC -o binder.report true >/dev/null 2>&1; echo "alonerc|$?|x|x|x""#;
     let Some(got) = with_plugin(1, script) else {
         return;
     };
     let lines = first_fields(&got);
-    assert_eq!(lines, ["empty|1|x", "rc|125|x", "switch|1|x"], "{got:?}");
+    assert_eq!(
+        lines,
+        [
+            "alone|1|x",
+            "alonerc|0|x",
+            "empty|1|x",
+            "rc|125|x",
+            "switch|1|x"
+        ],
+        "{got:?}"
+    );
 }
 
 /// `-o binder=0` and `-o binder=false` (documented off words, which Flux hands the shell

@@ -104,6 +104,28 @@ pub(crate) fn srun_binder(conf: &str) {
         "--binder-verbose says where the envelope came from: {stderr}"
     );
 
+    // `--binder-report` alone (no --binder, no site default here): the task runs, and
+    // its one line says why nothing was bound (#63: it did nothing, silently).
+    let out = srun(conf, &ledger, &["-n", "1", "--binder-report"])
+        .args(["true"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "--binder-report alone: {stdout}\n{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(
+                |l| l.starts_with("binder: nothing to report") && l.contains("no --binder=SHAPE")
+            )
+            .count(),
+        1,
+        "--binder-report alone says why: {stderr}"
+    );
+
     // A bad shape: the step fails with binder's one line, and the command never runs.
     let dir = common::scratch().join("spank");
     std::fs::create_dir_all(&dir).unwrap();

@@ -225,9 +225,9 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
     // A batch job with more GPUs than the step (`--gpus=4`, steps of 2 tasks given a GPU
     // each): a CPU-only shape runs (its plan does not depend on GPUs); a GPU shape takes
     // the step's GPUs to be the two consecutive job GPUs around each task's own, the
-    // same window from both tasks, and runs (#61). A step dealt out of order
-    // (`map_gpu:1,0`: rank 1 holds GPU 0) names no such window from rank 1, which is
-    // refused in one line naming the ways out that work inside this batch job, not
+    // same window from both tasks, and runs (#61). A step Slurm dealt by `--gpu-bind`
+    // (`map_gpu:1,0`), not in rank order, takes no window: both tasks are refused in one
+    // line each naming the ways out that work inside this batch job, not
     // "run the step there".
     let mut script = format!(
         "#!/bin/sh\nexport HWLOC_XMLFILE={} HWLOC_THISSYSTEM=1 TAG\n",
@@ -256,7 +256,7 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
         "--gpus-per-task=1 in sbatch --gpus=4: {out}"
     );
     let refusals: Vec<&str> = out.lines().filter(|l| l.starts_with("binder:")).collect();
-    assert_eq!(refusals.len(), 1, "{out}");
+    assert_eq!(refusals.len(), 2, "{out}");
     for line in refusals {
         assert!(
             line.contains("srun --gpus=4") && line.contains("--binder=SHAPE"),

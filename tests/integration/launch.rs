@@ -344,7 +344,7 @@ fn report_and_verbose_lines() {
     let report = lines.last().unwrap();
     assert!(
         report.starts_with(&format!(
-            "binder: {host} local rank 0/1 [hydra] unit core: core:"
+            "binder: {host} rank 0 (local 0/1) [hydra] unit core: core:"
         )),
         "{err}"
     );
@@ -359,9 +359,9 @@ fn report_and_verbose_lines() {
             .env("BINDER_REPORT", "1"),
         SUCCESS,
     );
-    assert!(String::from_utf8(out.stderr)
-        .unwrap()
-        .starts_with(&format!("binder: {host} local rank 0/1 [none] unit core")));
+    assert!(String::from_utf8(out.stderr).unwrap().starts_with(&format!(
+        "binder: {host} rank 0 (local 0/1) [none] unit core"
+    )));
     // With the launcher's job-wide rank, the report names it (Open MPI's and Slurm's style).
     let out = run(
         binder()

@@ -101,6 +101,27 @@ pub const SCHEDULER_GPU_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
 /// task's own variables are not the job's (SEMANTICS §9).
 pub const SCHEDULER_GPU_COUNT: &str = "SLURM_GPUS_ON_NODE";
 
+/// How Slurm dealt the step's GPUs to its tasks: `--gpus-per-task` (its count per task)
+/// and `--gpu-bind` (unset, or `per_task:N`, deals them in rank order, `g` each; `map_gpu`,
+/// `mask_gpu`, `single`, `closest` do not). Only in-order dealing lets a task tell the
+/// step's GPUs from its own inside a batch job that has more (SEMANTICS §9).
+pub const SCHEDULER_GPU_DEALING: [&str; 2] = ["SLURM_GPUS_PER_TASK", "SLURM_GPU_BIND"];
+
+/// Whether Slurm dealt the step's GPUs in rank order, `per_task` to each
+/// ([`SCHEDULER_GPU_DEALING`]).
+pub fn dealt_in_order(get: &dyn Fn(&str) -> Option<String>, per_task: usize) -> bool {
+    let asked = get(SCHEDULER_GPU_DEALING[0])
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .is_some_and(|n| n == per_task);
+    let bind_in_order = get(SCHEDULER_GPU_DEALING[1]).is_none_or(|b| {
+        b.split(',')
+            .map(str::trim)
+            .filter(|w| *w != "verbose" && !w.is_empty())
+            .all(|w| w == format!("per_task:{per_task}"))
+    });
+    asked && bind_in_order
+}
+
 impl Vendor {
     /// Its row of [`VENDORS`].
     pub const fn row(self) -> &'static VendorRow {
@@ -135,7 +156,7 @@ pub fn task_split(get: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
 
 /// How many names [`GPU_GRANT_VARS`] has.
 const GRANT_COUNT: usize = {
-    let mut n = SCHEDULER_GPU_VARS.len() + 1;
+    let mut n = SCHEDULER_GPU_VARS.len() + 1 + SCHEDULER_GPU_DEALING.len();
     let mut i = 0;
     while i < VENDORS.len() {
         n += VENDORS[i].allocation.len();
@@ -171,6 +192,12 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
     }
     out[k] = SCHEDULER_GPU_COUNT;
     k += 1;
+    let mut d = 0;
+    while d < SCHEDULER_GPU_DEALING.len() {
+        out[k] = SCHEDULER_GPU_DEALING[d];
+        k += 1;
+        d += 1;
+    }
     let mut c = 0;
     while c < VENDORS.len() {
         if let Some(var) = VENDORS[c].container {
@@ -271,6 +298,8 @@ mod tests {
                 "SLURM_STEP_GPUS",
                 "SLURM_JOB_GPUS",
                 "SLURM_GPUS_ON_NODE",
+                "SLURM_GPUS_PER_TASK",
+                "SLURM_GPU_BIND",
                 "NVIDIA_VISIBLE_DEVICES",
             ]
         );

@@ -159,8 +159,8 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
     // SAFETY: what the call wrote.
     let command = unsafe { answer(rc == 0, json) }.map_or_else(Vec::new, |j| shell::command_of(&j));
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    *state() = match shell::request_from(&|name| getopt(shell, name), &site, &command) {
-        Ok(Some(request)) => {
+    *state() = match shell::noted_request_from(&|name| getopt(shell, name), &site, &command) {
+        Ok((Some(request), _)) => {
             // binder binds: the shell's own cpu-affinity would bind first (its
             // `shell.init` runs before a plugin's); gpu-affinity is turned off only for a
             // shape that sets every task's visible devices itself (SEMANTICS §4.3).
@@ -192,9 +192,15 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
             State::Asked(request, shape, gpus_off)
         }
         // Left to Flux: only what an outer binder exported is removed in `task.init`.
-        Ok(None) => State::Left {
-            wrapper: matches!(Kind::of_command(&command), Kind::Wrapper(_)),
-        },
+        Ok((None, note)) => {
+            // A report or verbose lines asked for a job binder leaves alone: why, once.
+            if let Some(note) = note {
+                binder_core::text::emit(&mut std::io::stderr(), &note);
+            }
+            State::Left {
+                wrapper: matches!(Kind::of_command(&command), Kind::Wrapper(_)),
+            }
+        }
         Err(why) => State::Refused(why),
     };
     for (topic, cb) in [

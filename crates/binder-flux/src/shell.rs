@@ -318,6 +318,15 @@ pub fn request_from(
     site: &Site,
     command: &[&str],
 ) -> Result<Option<Request>, String> {
+    noted_request_from(getopt, site, command).map(|(r, _)| r)
+}
+
+/// [`request_from`], with the line a job that asked for a report but is left to Flux gets.
+pub fn noted_request_from(
+    getopt: &dyn Fn(&str) -> Option<String>,
+    site: &Site,
+    command: &[&str],
+) -> Result<(Option<Request>, Option<String>), String> {
     let opts: BTreeMap<&str, serde_json::Value> = OPTIONS
         .iter()
         .filter_map(|&name| {
@@ -329,7 +338,7 @@ pub fn request_from(
         })
         .collect();
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
-    binder_host::front::request_from_json(
+    binder_host::front::noted_request_from_json(
         opts.get("binder"),
         opts.get("binder-report"),
         opts.get("binder-verbose"),
@@ -438,6 +447,13 @@ mod tests {
         let e = request_from(&opts(&[("binder", r#"{"shape":5}"#)]), &none, &APP).unwrap_err();
         assert!(e.contains("binder.shape=5"), "{e}");
         // `-o binder={}` with no default does nothing: one line, not an unbound job.
+        // A report asked alone, with no shape and no default: left to Flux, said why.
+        let (r, note) =
+            noted_request_from(&opts(&[("binder", r#"{"report":1}"#)]), &none, &APP).unwrap();
+        assert_eq!(r, None);
+        assert!(note.is_some_and(|n| n.contains("no -o binder=SHAPE")));
+        let (_, note) = noted_request_from(&opts(&[("binder-report", "1")]), &none, &APP).unwrap();
+        assert!(note.is_some());
         let e = request_from(&opts(&[("binder", "{}")]), &none, &APP).unwrap_err();
         assert!(e.contains("-o binder={} names no shape"), "{e}");
         // With a default, it is the default.

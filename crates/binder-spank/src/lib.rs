@@ -370,6 +370,10 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         task::Decision::Bind(request) => request,
         task::Decision::Refuse(why) => refuse(&why),
         task::Decision::Stay => {
+            // `--binder-report` or `--binder-verbose` alone: why nothing is bound.
+            if let Some(why) = step.why_left() {
+                binder_core::text::emit(&mut std::io::stderr(), &why);
+            }
             // What binder exports describes one task: never another step's (a batch
             // script or a task that inherited them from a bound shell); a wrapper keeps
             // the enclosing job's name.

@@ -58,6 +58,21 @@ impl Step<'_> {
         if self.step >= crate::ffi::SLURM_INTERACTIVE_STEP {
             return Decision::Stay;
         }
+        self.with_ask(|ask| ask.decide())
+    }
+
+    /// Why binder leaves the task alone, when it asked for a report or verbose lines
+    /// ([`binder_host::front::Ask::why_left`]).
+    pub fn why_left(&self) -> Option<String> {
+        // (The batch shell and the extern step inherit a job's options too: no line there.)
+        if self.step >= crate::ffi::SLURM_INTERACTIVE_STEP {
+            return None;
+        }
+        self.with_ask(|ask| ask.why_left())
+    }
+
+    /// `f` of this step's [`Ask`].
+    fn with_ask<T>(&self, f: impl FnOnce(&Ask<'_>) -> T) -> T {
         let argv: Vec<&str> = self.command.into_iter().chain(self.arg1).collect();
         // `srun --pty bash` is an interactive step: a site default never binds it (an
         // explicit `--binder` still does).
@@ -66,7 +81,7 @@ impl Step<'_> {
         } else {
             Kind::of_command(&argv)
         };
-        Ask {
+        f(&Ask {
             option: "--binder",
             asked: self.asked,
             default: self.default,
@@ -74,8 +89,7 @@ impl Step<'_> {
             kind,
             report: self.report,
             verbose: self.verbose,
-        }
-        .decide()
+        })
     }
 }
 

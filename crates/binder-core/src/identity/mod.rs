@@ -138,13 +138,13 @@ impl Identity {
             .launcher
             .map_or_else(|| "none".to_owned(), |l| l.to_string());
         let host = hostname();
-        match self.global_rank {
-            Some(g) => format!(
-                "{host} rank {g} (local {}/{}) [{launcher}]",
-                self.rank, self.size
-            ),
-            None => format!("{host} local rank {}/{} [{launcher}]", self.rank, self.size),
-        }
+        // One format for every front (#63: the wrapper's and the plugins' differed): the
+        // job-wide rank where the launcher says it, else the node's (a job of one node).
+        let global = self.global_rank.unwrap_or(self.rank);
+        format!(
+            "{host} rank {global} (local {}/{}) [{launcher}]",
+            self.rank, self.size
+        )
     }
 
     /// The `--verbose` line: which task this is and where that came from.

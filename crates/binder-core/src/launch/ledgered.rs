@@ -541,7 +541,7 @@ impl Attempt<'_, '_> {
     /// After binding on a scan that could have missed another user's claim
     /// ([`Scan::doubtful`]: a listing cut short, a root changed since the listing reused,
     /// a directory that vanished), whether another user's process the kernel shows bound
-    /// now, which the scan did not count, holds some of `claim`'s CPUs, so that this task
+    /// now, which the scan did not see there, holds some of `claim`'s CPUs, so that this task
     /// must move (SEMANTICS §13.5). Each of two such tasks binds before it looks, so the
     /// one that looks last sees the other. The earlier start keeps: a rival that started
     /// earlier (or whose start cannot be read) sends this task elsewhere at once; one
@@ -557,7 +557,15 @@ impl Attempt<'_, '_> {
             return false;
         };
         let ours = |cpus: &[usize]| cpus.iter().any(|c| claim.cpus.binary_search(c).is_ok());
-        let known: BTreeSet<u32> = planned.holders.iter().map(|h| h.claim.pid).collect();
+        // A holder the plan already overlapped knowingly (what only steers) is no news;
+        // one the scan saw elsewhere and that moved onto these CPUs since (a rival that
+        // settled after this task planned) is.
+        let known: BTreeSet<u32> = planned
+            .holders
+            .iter()
+            .filter(|h| ours(&h.cpus))
+            .map(|h| h.claim.pid)
+            .collect();
         let momentary = self.momentary.borrow();
         let lineage = self.lineage.get_or_init(|| self.procs.lineage());
         let mut rivals: Vec<u32> = view

@@ -21,7 +21,7 @@ use binder_core::launch::line::{is_off, CATALOG};
 
 mod options;
 mod task;
-pub use options::request_from_json;
+pub use options::{noted_request_from_json, request_from_json};
 pub use task::{
     adopt_hwloc_env, cores_cpus, launch, resolve_shape, task_options, JobShape, Planning,
     TaskLaunch,
@@ -206,6 +206,39 @@ impl Ask<'_> {
     }
 }
 
+impl Ask<'_> {
+    /// Why binder leaves this task to the launcher, for a task that asked for a report
+    /// or verbose lines (SEMANTICS §4.3: an option works alone or says why): one line
+    /// for the task's stderr; `None` when binder binds it, refuses it, or the task runs
+    /// binder's wrapper (which reports for itself).
+    pub fn why_left(&self) -> Option<String> {
+        if !(self.report || self.verbose) || self.decide() != Decision::Stay {
+            return None;
+        }
+        let option = self.option;
+        let why = match (self.asked, self.kind) {
+            (Some(off), _) => format!(
+                "{option}={} turns binder off for it",
+                binder_core::text::printable(off, 40)
+            ),
+            (None, Kind::Wrapper(_)) => return None,
+            (None, Kind::Container(what)) => {
+                format!("it is {what}, which a site default never binds; give {option}=SHAPE to bind it")
+            }
+            (None, Kind::Task) if self.launcher_binds => {
+                "the launcher's own binding was asked for, and a site default yields to it"
+                    .to_owned()
+            }
+            (None, Kind::Task) => {
+                format!("no {option}=SHAPE was given and this site has no default shape; give {option}=SHAPE")
+            }
+        };
+        Some(format!(
+            "nothing to report: binder does not bind this task ({why})"
+        ))
+    }
+}
+
 /// binder's variables to remove from a task binder leaves to the launcher (SEMANTICS §4.2:
 /// an outer binder's describe no task of this job): every one, but `BINDER_JOB` for a
 /// task that runs the wrapper, which reads it as the job it runs inside (a nested step's
@@ -245,6 +278,53 @@ mod tests {
             Decision::Bind(r) => Some((r.shape, r.site_default, r.report)),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_report_alone_says_why_nothing_is_bound() {
+        let alone = |asked, default, kind, launcher_binds| {
+            Ask {
+                option: "--binder",
+                asked,
+                default,
+                launcher_binds,
+                kind,
+                report: true,
+                verbose: false,
+            }
+            .why_left()
+        };
+        let why = alone(None, None, Kind::Task, false).unwrap();
+        assert!(
+            why.contains("no --binder=SHAPE") && why.contains("no default"),
+            "{why}"
+        );
+        let why = alone(Some("off"), Some("cores-packed"), Kind::Task, false).unwrap();
+        assert!(why.contains("--binder=off"), "{why}");
+        let why = alone(
+            None,
+            Some("x"),
+            Kind::Container("an interactive step (srun --pty)"),
+            false,
+        )
+        .unwrap();
+        assert!(why.contains("interactive step"), "{why}");
+        let why = alone(None, Some("x"), Kind::Task, true).unwrap();
+        assert!(why.contains("launcher's own binding"), "{why}");
+        // Bound, or the wrapper's: nothing to say here.
+        assert_eq!(alone(None, Some("x"), Kind::Task, false), None);
+        assert_eq!(alone(None, None, Kind::Wrapper("binder"), false), None);
+        // Not asked for a report: nothing said.
+        let quiet = Ask {
+            option: "--binder",
+            asked: None,
+            default: None,
+            launcher_binds: false,
+            kind: Kind::Task,
+            report: false,
+            verbose: false,
+        };
+        assert_eq!(quiet.why_left(), None);
     }
 
     #[test]

@@ -39,6 +39,19 @@ pub fn request_from_json(
     affinity_typed: bool,
     kind: Kind<'_>,
 ) -> Result<Option<Request>, String> {
+    noted_request_from_json(binder, report, verbose, site, affinity_typed, kind).map(|(r, _)| r)
+}
+
+/// [`request_from_json`], with the line a task that asked for a report or verbose lines
+/// but is left to Flux gets ([`Ask::why_left`]).
+pub fn noted_request_from_json(
+    binder: Option<&serde_json::Value>,
+    report: Option<&serde_json::Value>,
+    verbose: Option<&serde_json::Value>,
+    site: &Site,
+    affinity_typed: bool,
+    kind: Kind<'_>,
+) -> Result<(Option<Request>, Option<String>), String> {
     let mut report = report.map_or(Ok(false), |v| flag("-o binder-report", v))?;
     let mut verbose = verbose.map_or(Ok(false), |v| flag("-o binder-verbose", v))?;
     // `-o binder=0` and `-o binder=false` reach the shell as a JSON number and boolean,
@@ -86,7 +99,7 @@ pub fn request_from_json(
             });
             // `-o binder={}` (or flags alone) with no default to apply them to would do
             // nothing: said, never silently unbound.
-            if shape.is_none() && site.default_shape().is_none() {
+            if shape.is_none() && site.default_shape().is_none() && !report && !verbose {
                 return Err(format!(
                     "-o binder={} names no shape, and this site has no default; give -o binder=SHAPE (or binder.shape=SHAPE), a file or a catalog name",
                     binder_core::text::printable(&serde_json::Value::Object(o.clone()).to_string(), 60)
@@ -111,8 +124,8 @@ pub fn request_from_json(
         verbose,
     };
     match ask.decide() {
-        Decision::Bind(request) => Ok(Some(request)),
-        Decision::Stay => Ok(None),
+        Decision::Bind(request) => Ok((Some(request), None)),
+        Decision::Stay => Ok((None, ask.why_left())),
         Decision::Refuse(line) => Err(line),
     }
 }
