@@ -701,8 +701,8 @@ flux run -n1 -o userrc=$RC -o binder.report true >/dev/null 2>&1; echo "alonerc|
     assert_eq!(
         lines,
         [
-            "alone|1|x",
             "alonerc|0|x",
+            "alone|1|x",
             "empty|1|x",
             "rc|125|x",
             "switch|1|x"

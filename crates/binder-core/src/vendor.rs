@@ -101,25 +101,51 @@ pub const SCHEDULER_GPU_VARS: [&str; 2] = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"];
 /// task's own variables are not the job's (SEMANTICS §9).
 pub const SCHEDULER_GPU_COUNT: &str = "SLURM_GPUS_ON_NODE";
 
-/// How Slurm dealt the step's GPUs to its tasks: `--gpus-per-task` (its count per task)
-/// and `--gpu-bind` (unset, or `per_task:N`, deals them in rank order, `g` each; `map_gpu`,
-/// `mask_gpu`, `single`, `closest` do not). Only in-order dealing lets a task tell the
-/// step's GPUs from its own inside a batch job that has more (SEMANTICS §9).
-pub const SCHEDULER_GPU_DEALING: [&str; 2] = ["SLURM_GPUS_PER_TASK", "SLURM_GPU_BIND"];
-
-/// Whether Slurm dealt the step's GPUs in rank order, `per_task` to each
-/// ([`SCHEDULER_GPU_DEALING`]).
-pub fn dealt_in_order(get: &dyn Fn(&str) -> Option<String>, per_task: usize) -> bool {
-    let asked = get(SCHEDULER_GPU_DEALING[0])
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .is_some_and(|n| n == per_task);
-    let bind_in_order = get(SCHEDULER_GPU_DEALING[1]).is_none_or(|b| {
-        b.split(',')
+/// Where Slurm gave this task only some of a batch job's GPUs and binder took the step's
+/// to be the consecutive job GPUs around the task's own (SEMANTICS §9, GPUs per task),
+/// why the GPUs a plan gives the task (`planned`: vendor name and how its variable names
+/// each) are not the ones Slurm gave it: Slurm dealt the step's GPUs out of rank order
+/// (`--gpu-bind=map_gpu`, `single`, `closest`), and no task can tell the step's GPUs from
+/// its own then (no variable says how they were dealt). `None` when they are its own, or
+/// the step's GPUs were known.
+pub fn strays(planned: &[(&str, &str)], get: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let entries = |v: &str| -> Vec<String> {
+        v.split(',')
             .map(str::trim)
-            .filter(|w| *w != "verbose" && !w.is_empty())
-            .all(|w| w == format!("per_task:{per_task}"))
-    });
-    asked && bind_in_order
+            .filter(|e| !e.is_empty() && *e != "NoDevFiles")
+            .map(str::to_owned)
+            .collect()
+    };
+    let k = task_split(get)?;
+    let job = get(SCHEDULER_GPU_VARS[1]).map(|v| entries(&v).len())?;
+    if job == k {
+        return None;
+    }
+    for row in &VENDORS {
+        let Some((var, own)) = row
+            .allocation
+            .iter()
+            .find_map(|v| get(v).map(|value| (*v, entries(&value))))
+        else {
+            continue;
+        };
+        let mut mine: Vec<String> = planned
+            .iter()
+            .filter(|(vendor, _)| *vendor == row.name)
+            .map(|(_, export)| (*export).to_owned())
+            .collect();
+        let mut own = own;
+        mine.sort();
+        own.sort();
+        if !mine.is_empty() && mine != own {
+            return Some(format!(
+                "the plan gives this task GPU(s) {} but Slurm gave it {} ({var}): Slurm dealt the step's {k} GPU(s) out of rank order (--gpu-bind=map_gpu, single or closest), so which of this batch job's {job} are the step's is unknown here; give the step all the job's GPUs (`srun --gpus={job}` without `--gpus-per-task` or `--gpu-bind`), or let the plugin bind it (`srun --binder=SHAPE`), which reads the step's GPUs",
+                mine.join(","),
+                own.join(",")
+            ));
+        }
+    }
+    None
 }
 
 impl Vendor {
@@ -156,7 +182,7 @@ pub fn task_split(get: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
 
 /// How many names [`GPU_GRANT_VARS`] has.
 const GRANT_COUNT: usize = {
-    let mut n = SCHEDULER_GPU_VARS.len() + 1 + SCHEDULER_GPU_DEALING.len();
+    let mut n = SCHEDULER_GPU_VARS.len() + 1;
     let mut i = 0;
     while i < VENDORS.len() {
         n += VENDORS[i].allocation.len();
@@ -192,12 +218,6 @@ pub const GPU_GRANT_VARS: [&str; GRANT_COUNT] = {
     }
     out[k] = SCHEDULER_GPU_COUNT;
     k += 1;
-    let mut d = 0;
-    while d < SCHEDULER_GPU_DEALING.len() {
-        out[k] = SCHEDULER_GPU_DEALING[d];
-        k += 1;
-        d += 1;
-    }
     let mut c = 0;
     while c < VENDORS.len() {
         if let Some(var) = VENDORS[c].container {
@@ -298,8 +318,6 @@ mod tests {
                 "SLURM_STEP_GPUS",
                 "SLURM_JOB_GPUS",
                 "SLURM_GPUS_ON_NODE",
-                "SLURM_GPUS_PER_TASK",
-                "SLURM_GPU_BIND",
                 "NVIDIA_VISIBLE_DEVICES",
             ]
         );

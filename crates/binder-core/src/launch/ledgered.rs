@@ -119,9 +119,9 @@ pub trait Planner {
 /// How long a refusal that only unclaimed bound processes decide waits for one of them
 /// to let go (looking every `WATCH_EVERY`), and the most thread affinities the watch
 /// reads in all (SEMANTICS §13.5: the rule is the same for any thread count, the cost
-/// bounded: a 65-thread squatter bound 9 ms in 10 costs 20 looks of 65 reads; one of
+/// bounded: a 65-thread squatter bound 9 ms in 10 costs 40 looks of 65 reads; one of
 /// thousands of threads is watched until the reads run out, then holds).
-const WATCH: Duration = Duration::from_millis(40);
+const WATCH: Duration = Duration::from_millis(20);
 const WATCH_EVERY: Duration = Duration::from_micros(500);
 const WATCH_READS: usize = 20_000;
 

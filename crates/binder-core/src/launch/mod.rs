@@ -44,6 +44,9 @@ pub enum LaunchError {
     /// what it takes).
     #[error("{0}")]
     Setting(String),
+    /// The plan gives the task GPUs Slurm did not give it (`crate::vendor::strays`).
+    #[error("{0}")]
+    StrayGpus(String),
     /// The open-file limit is too low to read the ledger and the kernel's view, and the
     /// hard limit keeps it there: the launch could not verify where others run.
     #[error("a launch opens up to {need} files to see where other jobs run, but the open-file limit is {limit} (`ulimit -n`; its hard limit too): raise it (`ulimit -n 1024`), or run the task without binder")]
@@ -178,6 +181,16 @@ pub fn finish(
     options: &Options<'_>,
     stderr: &mut impl Write,
 ) -> Result<Vec<(String, String)>, LaunchError> {
+    // A task is never given a GPU Slurm did not give it (SEMANTICS §9): where the step's
+    // GPUs were inferred around the task's own, the plan's must be its own.
+    let planned: Vec<(&str, &str)> = view
+        .gpus
+        .iter()
+        .map(|g| (g.vendor.as_str(), g.export.as_str()))
+        .collect();
+    if let Some(why) = crate::vendor::strays(&planned, options.inherited) {
+        return Err(LaunchError::StrayGpus(why));
+    }
     if options.report {
         emit(stderr, &format!("{} {}", identity.label(), view.binding));
     }

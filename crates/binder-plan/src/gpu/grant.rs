@@ -191,7 +191,7 @@ impl Grant {
             let local = get(Launcher::Slurm.row().local_rank).and_then(|r| r.trim().parse().ok());
             let job = match listed {
                 Some(j) if j.len() == k => Some(j),
-                Some(j) if binder_core::vendor::dealt_in_order(get, task.len()) => local
+                Some(j) => local
                     .and_then(|r| step_around(&j, &task, r, k))
                     .inspect(|s| {
                     said.push(format!(
@@ -815,24 +815,9 @@ mod tests {
                 ("SLURM_GPUS_ON_NODE", "2"),
                 ("SLURM_JOB_GPUS", "0,1,2,3"),
                 ("SLURM_LOCALID", rank),
-                ("SLURM_GPUS_PER_TASK", "1"),
             ];
             let got: Vec<usize> = kept(&grant(&env), four()).iter().map(|g| g.1).collect();
             assert_eq!(got, step, "rank {rank} holding {own}");
-            // Dealt by --gpu-bind (`map_gpu`, `single`), or without --gpus-per-task: the
-            // order is not the ranks', so no window is taken.
-            for dealing in [
-                vec![("SLURM_GPU_BIND", "map_gpu:1,0")],
-                vec![("SLURM_GPU_BIND", "verbose,single:1")],
-            ] {
-                let mut other = env.to_vec();
-                other.extend(dealing);
-                assert!(kept(&grant(&other), four()).is_empty(), "{other:?}");
-            }
-            assert!(kept(&grant(&env[..5]), four()).is_empty());
-            let mut per_task = env.to_vec();
-            per_task.push(("SLURM_GPU_BIND", "verbose,per_task:1"));
-            assert_eq!(kept(&grant(&per_task), four()).len(), 2);
         }
         // Dealt out of order (`map_gpu:1,0`): rank 1 holds GPU 0, which no window has at
         // its place, so the refusal stands, with the batch job's advice.
