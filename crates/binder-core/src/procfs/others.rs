@@ -114,29 +114,14 @@ pub(super) fn users(me: u32) -> Option<BTreeSet<u32>> {
 /// most [`MAX_PROCESSES`] (the `task` directory's owner is the process's effective uid,
 /// its link count its threads and two); `None` when `/proc` cannot be listed.
 fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option<()> {
-    let proc = rfs::openat(
-        rfs::CWD,
-        "/proc",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
+    each_process_skipping(
+        |_, _| false,
+        |proc, pid, _, task, st| {
+            if let Some(st) = st {
+                each(proc, pid, task, st);
+            }
+        },
     )
-    .ok()?;
-    let mut listing = rfs::Dir::read_from(&proc).ok()?;
-    for entry in listing.by_ref().take(MAX_PROCESSES) {
-        let Ok(entry) = entry else {
-            break;
-        };
-        let Some(pid) = number(entry.file_name()) else {
-            continue;
-        };
-        let task = format!("{pid}/task");
-        // A process that ended since the listing is simply not there.
-        let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
-            continue;
-        };
-        each(&proc, pid, &task, &st);
-    }
-    Some(())
 }
 
 /// [`each_process`], with the inode number each is listed under, and no `statat` (a
