@@ -312,16 +312,8 @@ pub const OPTIONS: [&str; 5] = [
 ];
 
 /// Reads [`OPTIONS`] through `getopt` (an option's JSON, `None` when unset) into a
-/// request for a job that runs `command` (its first two words).
-pub fn request_from(
-    getopt: &dyn Fn(&str) -> Option<String>,
-    site: &Site,
-    command: &[&str],
-) -> Result<Option<Request>, String> {
-    noted_request_from(getopt, site, command).map(|(r, _)| r)
-}
-
-/// [`request_from`], with the line a job that asked for a report but is left to Flux gets.
+/// request for a job that runs `command` (its first two words), with the line a job that
+/// asked for a report but is left to Flux gets.
 pub fn noted_request_from(
     getopt: &dyn Fn(&str) -> Option<String>,
     site: &Site,
@@ -338,7 +330,7 @@ pub fn noted_request_from(
         })
         .collect();
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
-    binder_host::front::noted_request_from_json(
+    binder_host::front::request_from_json(
         opts.get("binder"),
         opts.get("binder-report"),
         opts.get("binder-verbose"),
@@ -352,6 +344,15 @@ pub fn noted_request_from(
 mod tests {
     use super::site as parse_site;
     use super::*;
+
+    /// The request alone, as most cases check it.
+    fn request_from(
+        getopt: &dyn Fn(&str) -> Option<String>,
+        site: &Site,
+        command: &[&str],
+    ) -> Result<Option<Request>, String> {
+        noted_request_from(getopt, site, command).map(|(r, _)| r)
+    }
 
     const APP: [&str; 1] = ["./app"];
 

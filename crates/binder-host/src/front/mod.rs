@@ -21,7 +21,7 @@ use binder_core::launch::line::{is_off, CATALOG};
 
 mod options;
 mod task;
-pub use options::{noted_request_from_json, request_from_json};
+pub use options::request_from_json;
 pub use task::{
     adopt_hwloc_env, cores_cpus, launch, resolve_shape, task_options, JobShape, Planning,
     TaskLaunch,

@@ -30,21 +30,9 @@ fn json_off(value: &serde_json::Value) -> bool {
 /// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the job
 /// set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to; `kind`:
 /// what the job runs (a Flux broker is a container a default never binds). The decision
-/// is [`Ask::decide`]'s.
+/// is [`Ask::decide`]'s; beside it, the line a job that asked for a report or verbose
+/// lines but is left to Flux gets ([`Ask::why_left`]).
 pub fn request_from_json(
-    binder: Option<&serde_json::Value>,
-    report: Option<&serde_json::Value>,
-    verbose: Option<&serde_json::Value>,
-    site: &Site,
-    affinity_typed: bool,
-    kind: Kind<'_>,
-) -> Result<Option<Request>, String> {
-    noted_request_from_json(binder, report, verbose, site, affinity_typed, kind).map(|(r, _)| r)
-}
-
-/// [`request_from_json`], with the line a task that asked for a report or verbose lines
-/// but is left to Flux gets ([`Ask::why_left`]).
-pub fn noted_request_from_json(
     binder: Option<&serde_json::Value>,
     report: Option<&serde_json::Value>,
     verbose: Option<&serde_json::Value>,
