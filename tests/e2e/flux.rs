@@ -689,11 +689,15 @@ fn a_cpu_only_shape_keeps_flux_gpu_binding() {
 /// says in one line why nothing is bound, as `srun --binder-report` does (#63: refused).
 #[test]
 fn an_empty_binder_option_is_one_line() {
+    // (And `-o binder=SHAPE -o cpu-affinity=per-task` is refused in one line, as Slurm
+    // refuses `--binder` beside `--cpu-bind=cores` (#63: Flux bound it silently).)
     let script = r#"flux run -n1 -o userrc=$RC -o binder={} true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder={} names no shape' | sed 's/^/empty|/; s/$/|x|x|x/'
 flux run -n1 -o userrc=$RC -o binder=cores-packed -o binder-report=of true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o binder-report="of" is neither on' | sed 's/^/switch|/; s/$/|x|x|x/'
 flux run -n1 -o userrc=$RC -o binder={} true >/dev/null 2>&1; echo "rc|$?|x|x|x"
 flux run -n1 -o userrc=$RC -o binder.report true 2>&1 | grep -c 'binder: nothing to report.*no -o binder=SHAPE' | sed 's/^/alone|/; s/$/|x|x|x/'
-flux run -n1 -o userrc=$RC -o binder.report true >/dev/null 2>&1; echo "alonerc|$?|x|x|x""#;
+flux run -n1 -o userrc=$RC -o binder.report true >/dev/null 2>&1; echo "alonerc|$?|x|x|x"
+flux run -n1 -o userrc=$RC -o binder=cores-packed -o cpu-affinity=per-task true 2>&1 | sed 's/^.*binder: /binder: /' | grep -c '^binder: -o cpu-affinity=per-task and -o binder both bind' | sed 's/^/pertask|/; s/$/|x|x|x/'
+flux run -n1 -o userrc=$RC -o binder=cores-packed -o cpu-affinity=per-task true >/dev/null 2>&1; echo "pertaskrc|$?|x|x|x""#;
     let Some(got) = with_plugin(1, script) else {
         return;
     };
@@ -704,6 +708,8 @@ flux run -n1 -o userrc=$RC -o binder.report true >/dev/null 2>&1; echo "alonerc|
             "alonerc|0|x",
             "alone|1|x",
             "empty|1|x",
+            "pertaskrc|125|x",
+            "pertask|1|x",
             "rc|125|x",
             "switch|1|x"
         ],

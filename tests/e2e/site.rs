@@ -275,14 +275,20 @@ fn outsider_never_refuses(slurm: &Slurm, ledger: &std::path::Path, constrain: &s
 /// and never binds an interactive step. With `default=` a one-core shape under
 /// `task/affinity,task/cgroup`, `srun -n1 -c2 bash -c nproc` prints 2 (23e2c73: 1, and
 /// `make -j2` ran both recipes on one CPU), as does `srun --pty` (a terminal from
-/// `script`); a plain one-CPU task is still bound by the default.
+/// `script`); a plain one-CPU task is still bound by the default; `--multi-prog` with two
+/// shapes is refused as without a default.
 #[test]
 fn a_site_default_never_narrows_a_step_below_its_cpus() {
     if !common::two_cpus() {
         return;
     }
     let one_core = common::scratch().join("one-core-default.yaml");
-    std::fs::write(&one_core, "resources:\n  - type: core\n    count: 1\n").unwrap();
+    // One core for each task, as a site writes it.
+    std::fs::write(
+        &one_core,
+        "resources:\n  - type: slot\n    count: all\n    with:\n      - type: core\n        count: 1\n",
+    )
+    .unwrap();
     let config = [
         ("E2E_SLURM_TASK", "task/affinity,task/cgroup".to_owned()),
         ("E2E_SLURM_PROCTRACK", "proctrack/cgroup".to_owned()),
@@ -333,4 +339,7 @@ fn a_site_default_never_narrows_a_step_below_its_cpus() {
         .output()
         .unwrap();
     assert_eq!(nproc(one, "srun -n1 -c1"), "bound");
+    // MPMD contexts with two shapes under this default: refused every time, never both on
+    // one CPU (#63: 13 of 120 runs shared CPU 0 at 23e2c73).
+    super::steps::multi_prog_contexts(&slurm);
 }

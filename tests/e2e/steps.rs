@@ -330,9 +330,9 @@ pub(super) fn gpus_per_task(slurm: &Slurm) {
 
 /// `srun --multi-prog` whose two contexts run different shapes through the wrapper, each a
 /// command that ends at once (so one context's rank may be gone before the other starts):
-/// refused every time (50 runs) with the one line naming the remedy, never both run on one CPU.
-/// (Under a site `default=` the plugin cannot see a multi-prog task's own command: see the
-/// README's Troubleshooting.)
+/// refused every time (50 runs) with the one line naming the remedy, never both run on one CPU;
+/// two contexts of one shape both run, each on its own CPU. Also run under a site
+/// `default=`, which reads each task's own line of the file and stays out of the wrapper's.
 pub(super) fn multi_prog_contexts(slurm: &Slurm) {
     let ledger = common::private_ledger();
     let dir = common::scratch().join(format!("multi-prog-{}", std::process::id()));
@@ -359,6 +359,42 @@ pub(super) fn multi_prog_contexts(slurm: &Slurm) {
                 && l.contains("`ranks:` rule")),
             "run {run}: {all}"
         );
+    }
+    // Contexts of one shape: one plan, each rank on its own CPUs (under a default too, which
+    // stays out of a context that runs the wrapper: 23e2c73 refused 11 of 12 such runs).
+    {
+        let probe = "sh -c 'echo \"cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'";
+        std::fs::write(
+            &conf,
+            format!(
+                "0 {binder} shapes/cores-packed.yaml -- {probe}\n1 {binder} shapes/cores-packed.yaml -- {probe}\n"
+            ),
+        )
+        .unwrap();
+        for run in 0..10 {
+            let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
+                .arg(&conf)
+                .output()
+                .unwrap();
+            let all = text(&out);
+            assert!(out.status.success(), "run {run}: {all}");
+            let mut cpus: Vec<&str> = all
+                .lines()
+                .filter_map(|l| l.strip_prefix("cpus "))
+                .collect();
+            assert_eq!(cpus.len(), 2, "run {run}: {all}");
+            let sets: Vec<Vec<usize>> = cpus
+                .iter()
+                .map(|c| {
+                    binder_core::cpulist::parse_ranges(c, 1 << 16, 1 << 16)
+                        .map_or_else(|_| Vec::new(), |r| r.values)
+                })
+                .collect();
+            assert!(
+                sets.iter().all(|s| !s.is_empty()) && !sets[0].iter().any(|c| sets[1].contains(c)),
+                "run {run}: two contexts share a CPU: {all}"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

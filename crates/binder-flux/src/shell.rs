@@ -330,14 +330,28 @@ pub fn noted_request_from(
         })
         .collect();
     let typed = opts.contains_key("cpu-affinity") || opts.contains_key("gpu-affinity");
+    let binds = binds_too(&opts);
     binder_host::front::request_from_json(
         opts.get("binder"),
         opts.get("binder-report"),
         opts.get("binder-verbose"),
         site,
         typed,
+        binds.as_ref().map(|(name, value)| (*name, value.as_str())),
         Kind::of_command(command),
     )
+}
+
+/// The shell's own CPU binding the job set that binds each task apart
+/// (`cpu-affinity=per-task` or `=map:…`), beside which an explicit `-o binder=SHAPE` is
+/// refused as Slurm refuses `--binder` beside a typed `--cpu-bind` (#63). `on` (Flux's
+/// own default: every task on the job's cores, the envelope binder binds inside) and
+/// `off` bind no task apart, and stay. `gpu-affinity=per-task` is how Flux deals GPUs
+/// out per task, as Slurm's `--gpus-per-task`: the plugin plans with it (SEMANTICS §9).
+fn binds_too(opts: &BTreeMap<&str, serde_json::Value>) -> Option<(&'static str, String)> {
+    let value = opts.get("cpu-affinity")?.as_str()?.trim();
+    (value == "per-task" || value.starts_with("map:"))
+        .then(|| ("-o cpu-affinity", value.to_owned()))
 }
 
 #[cfg(test)]
@@ -394,6 +408,43 @@ mod tests {
             request_from(&opts(&[("cpu-affinity", "\"per-task\"")]), &site, &APP).unwrap(),
             None
         );
+        // An explicit shape beside the shell's per-task binding is refused, as Slurm
+        // refuses `--binder` beside `--cpu-bind=cores` (#63); Flux's `on` and `off` bind
+        // no task apart.
+        for (key, value) in [
+            ("cpu-affinity", "\"per-task\""),
+            ("cpu-affinity", "\"map:0;1\""),
+        ] {
+            let pairs = [("binder", "\"x.yaml\""), (key, value)];
+            let got = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            };
+            let line = request_from(&got, &none, &APP).unwrap_err();
+            assert!(
+                line.starts_with(&format!("-o {key}=")) && line.contains("and -o binder both bind"),
+                "{line}"
+            );
+        }
+        for (key, value) in [
+            ("cpu-affinity", "\"on\""),
+            ("cpu-affinity", "\"off\""),
+            ("gpu-affinity", "\"per-task\""),
+        ] {
+            let pairs = [("binder", "\"x.yaml\""), (key, value)];
+            let got = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            };
+            assert!(
+                request_from(&got, &none, &APP).unwrap().is_some(),
+                "{value}"
+            );
+        }
         assert_eq!(
             request_from(&opts(&[("binder", "\"off\"")]), &site, &APP).unwrap(),
             None

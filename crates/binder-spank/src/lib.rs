@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod ffi;
+pub mod multiprog;
 pub mod task;
 pub mod version;
 
@@ -325,10 +326,13 @@ pub unsafe extern "C" fn slurm_spank_local_user_init(
         .unwrap_or_default();
     let in_step = std::env::var_os("SLURM_STEP_ID").is_some();
     let cpu_bind = std::env::var("SLURM_CPU_BIND").ok();
+    // srun is one thread here, reading its options; it copies its environment into the
+    // step's after this callback.
     if task::inherited_cpu_bind(in_step, cpu_bind.as_deref(), &argv) {
-        // srun is one thread here, reading its options; it copies its environment into
-        // the step's after this callback.
         std::env::set_var(task::INHERITED_CPU_BIND, "1");
+    }
+    if multiprog::asked(&argv) {
+        std::env::set_var(multiprog::MARK, "1");
     }
     0
 }
@@ -354,7 +358,17 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     setenv(sp, task::INHERITED_CPU_BIND, None);
     let typed = stepenv.typed.clone();
     let asked = getopt(sp, 0);
-    let argv = argv(sp);
+    let mut argv = argv(sp);
+    // `srun --multi-prog`: the step's argv is the file and its text; the task's own
+    // command is its line of it (an unreadable one: no command, which no default binds).
+    let multi_prog = getenv(sp, multiprog::MARK).is_some();
+    if multi_prog {
+        setenv(sp, multiprog::MARK, None);
+        argv = item(sp, ffi::item::S_TASK_GLOBAL_ID)
+            .zip(argv.get(1))
+            .and_then(|(rank, text)| multiprog::command(text, rank))
+            .unwrap_or_default();
+    }
     let step = task::Step {
         asked: asked.as_deref(),
         default: site.default_shape(),
@@ -365,6 +379,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         report: getopt(sp, 1).is_some(),
         verbose: getopt(sp, 2).is_some(),
         pty: getenv(sp, "SLURM_PTY_PORT").is_some(),
+        multi_prog,
     };
     let request = match step.decide() {
         task::Decision::Bind(request) => request,
@@ -421,14 +436,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
             &[cwd.as_deref(), pwd.as_deref()],
             &site.catalog,
         )?;
-        task::bind(
-            &request,
-            &path,
-            items,
-            &get,
-            typed.as_deref(),
-            &mut std::io::stderr(),
-        )
+        task::bind(&request, &path, items, &get, &mut std::io::stderr())
     }));
     match bound {
         // A site's default that cannot be planned leaves the task to Slurm's own

@@ -44,6 +44,9 @@ pub struct Step<'a> {
     /// The step runs on a pseudo-terminal (`srun --pty`, `SLURM_PTY_PORT`): an
     /// interactive shell, which is an allocation for the user's own work (SEMANTICS §4.3).
     pub pty: bool,
+    /// The step is `srun --multi-prog`: `command` and `arg1` are this task's line of its
+    /// file ([`crate::multiprog`]), `None` where that line could not be read.
+    pub multi_prog: bool,
 }
 
 impl Step<'_> {
@@ -78,14 +81,18 @@ impl Step<'_> {
         // explicit `--binder` still does).
         let kind = if self.pty {
             Kind::Container("an interactive step (srun --pty)")
+        } else if self.multi_prog && self.command.is_none() {
+            Kind::Container("an srun --multi-prog task whose line binder could not read")
         } else {
             Kind::of_command(&argv)
         };
+        let binds = slurm_binds_too(self.typed);
         f(&Ask {
             option: "--binder",
             asked: self.asked,
             default: self.default,
             launcher_binds: self.typed.is_some_and(|t| !bind_words(t).is_empty()),
+            binds_too: binds.as_deref().map(|words| ("srun --cpu-bind", words)),
             kind,
             report: self.report,
             verbose: self.verbose,
@@ -226,20 +233,18 @@ impl Env for SpankEnv<'_> {
     }
 }
 
-/// A refusal when the user asked Slurm to bind the task too (`srun --cpu-bind=…` other
-/// than `none`, as srun handed it over: `typed`): two bindings of one task, one of which
-/// would silently lose. Slurm's implicit binding (task/affinity binding each task by
-/// itself, or rewriting `none` to `mask_cpu` on a step that does not own the node) is not
-/// the user's: binder's replaces it, inside the step's CPUs (SEMANTICS §4.1).
-pub fn slurm_binds_too(typed: Option<&str>) -> Option<Refusal> {
+/// The binding the user asked Slurm for beside binder's (`srun --cpu-bind=…` other than
+/// `none`, as srun handed it over: `typed`), its words joined: two bindings of one task,
+/// one of which would silently lose, which [`Ask::decide`] refuses as every front does.
+/// Slurm's implicit binding (task/affinity binding each task by itself, or rewriting
+/// `none` to `mask_cpu` on a step that does not own the node) is not the user's: binder's
+/// replaces it, inside the step's CPUs (SEMANTICS §4.1).
+pub fn slurm_binds_too(typed: Option<&str>) -> Option<String> {
     let words = bind_words(typed?);
     if words.is_empty() || words.iter().all(|k| *k == "none") {
         return None;
     }
-    Some(Refusal(format!(
-        "srun --cpu-bind={} and --binder both bind this task; drop --cpu-bind to bind with binder (inside the step's CPUs), or drop --binder",
-        binder_core::text::printable(&words.join(","), 40)
-    )))
+    Some(words.join(","))
 }
 
 /// Plans, claims and binds this process (the task, before exec) as `request` asks, through
@@ -250,12 +255,8 @@ pub fn bind(
     path: &Path,
     items: Items,
     get: &dyn Fn(&str) -> Option<String>,
-    typed: Option<&str>,
     err: &mut impl Write,
 ) -> Result<Vec<(String, String)>, Refusal> {
-    if let Some(refusal) = slurm_binds_too(typed) {
-        return Err(refusal);
-    }
     let identity = items.identity();
     let envelope = Envelope::here(&identity, get);
     let planning = Planning::new(JobShape::at(path, get)?, &envelope, get);
@@ -304,8 +305,18 @@ mod tests {
         assert!(slurm_binds_too(Some("none")).is_none());
         assert!(slurm_binds_too(Some("quiet,none,")).is_none());
         assert!(slurm_binds_too(Some("verbose")).is_none());
-        let refusal = slurm_binds_too(Some("quiet,mask_cpu:")).expect("binds");
-        assert!(refusal.0.contains("--cpu-bind=mask_cpu:"), "{refusal}");
+        assert_eq!(
+            slurm_binds_too(Some("quiet,mask_cpu:")).as_deref(),
+            Some("mask_cpu:")
+        );
+        let Decision::Refuse(line) = decide(Some("x.yaml"), Some("quiet,mask_cpu:"), 0, "./app")
+        else {
+            panic!("--binder beside --cpu-bind=mask_cpu: is refused");
+        };
+        assert!(
+            line.starts_with("srun --cpu-bind=mask_cpu: and --binder both bind"),
+            "{line}"
+        );
         assert!(slurm_binds_too(Some("cores")).is_some());
     }
 
@@ -330,9 +341,13 @@ mod tests {
 
     #[test]
     fn a_site_default_yields_to_a_typed_binding() {
-        // --binder wins whatever the site says; the conflict is bind()'s to refuse.
-        let asked = decide(Some("x.yaml"), Some("cores"), 0, "./app");
+        // --binder wins whatever the site says; beside a typed binding it is refused.
+        let asked = decide(Some("x.yaml"), None, 0, "./app");
         assert_eq!(bound(asked), Some(("x.yaml".into(), false)));
+        let both = decide(Some("x.yaml"), Some("cores"), 0, "./app");
+        assert!(matches!(both, Decision::Refuse(_)), "{both:?}");
+        let none = decide(Some("x.yaml"), Some("none"), 0, "./app");
+        assert_eq!(bound(none), Some(("x.yaml".into(), false)));
         // The default only where the user typed no binding of their own.
         let plain = |typed| bound(decide(None, typed, 0, "./app"));
         assert_eq!(plain(None), Some(("cores-packed".into(), true)));
@@ -484,6 +499,28 @@ mod tests {
             }
         }
         assert!(bound(decide(None, None, 0, "/opt/binderx")).is_some());
+    }
+
+    #[test]
+    fn a_multi_prog_task_is_its_own_line() {
+        // Each context of `srun --multi-prog` as its line says (#63); a line the plugin
+        // could not read is a container the default stays out of.
+        let text = "0 binder a.yaml -- ./ocean\n1-3 ./atmos\n";
+        let of = |rank| {
+            let argv = crate::multiprog::command(text, rank);
+            let argv = argv.unwrap_or_default();
+            Step {
+                default: Some("cores-packed"),
+                command: argv.first().map(String::as_str),
+                arg1: argv.get(1).map(String::as_str),
+                multi_prog: true,
+                ..Step::default()
+            }
+            .decide()
+        };
+        assert_eq!(of(0), Decision::Stay, "the wrapper's context");
+        assert_eq!(bound(of(2)), Some(("cores-packed".into(), true)));
+        assert_eq!(of(4), Decision::Stay, "no line for rank 4");
     }
 
     #[test]

@@ -161,6 +161,12 @@ pub struct Ask<'a> {
     /// The user typed a binding of the launcher's own (`srun --cpu-bind=cores`, `-o
     /// cpu-affinity=…`): a site default yields to it.
     pub launcher_binds: bool,
+    /// The launcher binding the user typed that binds tasks itself, as `(option, value)`
+    /// (`("srun --cpu-bind", "cores")`, `("-o cpu-affinity", "per-task")`); `None` where
+    /// none was typed or it binds nothing (`none`, `off`). Beside an explicit request,
+    /// two bindings of one task, one of which would silently lose: refused alike in every
+    /// front (#63).
+    pub binds_too: Option<(&'a str, &'a str)>,
     /// What the task is.
     pub kind: Kind<'a>,
     /// The report flag as given.
@@ -176,6 +182,8 @@ impl Ask<'_> {
     ///   on to a job's steps: the caller says which containers those are);
     /// - a task that runs the `binder` wrapper is the wrapper's: the default stays out, and
     ///   an explicit request beside the wrapper is one refusal naming both;
+    /// - a request beside a binding of the launcher's the user typed is one refusal naming
+    ///   both;
     /// - else the request, or the default when the user typed no binding of the launcher's.
     pub fn decide(&self) -> Decision {
         let bind = |shape: &str, site_default| {
@@ -195,6 +203,15 @@ impl Ask<'_> {
                 binder_core::text::printable(command, 80),
                 self.option,
             )),
+            (Some(_), _) if self.binds_too.is_some() => {
+                let (name, value) = self.binds_too.unwrap_or_default();
+                Decision::Refuse(format!(
+                    "{name}={} and {} both bind this task; drop {name} to bind with binder (inside the job's CPUs), or drop {}",
+                    binder_core::text::printable(value, 40),
+                    self.option,
+                    self.option,
+                ))
+            }
             (Some(shape), _) => bind(shape, false),
             (None, Kind::Wrapper(_) | Kind::Container(_)) => Decision::Stay,
             (None, Kind::Task) if self.launcher_binds => Decision::Stay,
@@ -266,6 +283,7 @@ mod tests {
             asked,
             default: Some("cores-packed"),
             launcher_binds,
+            binds_too: None,
             kind,
             report: true,
             verbose: false,
@@ -288,6 +306,7 @@ mod tests {
                 asked,
                 default,
                 launcher_binds,
+                binds_too: None,
                 kind,
                 report: true,
                 verbose: false,
@@ -320,6 +339,7 @@ mod tests {
             asked: None,
             default: None,
             launcher_binds: false,
+            binds_too: None,
             kind: Kind::Task,
             report: false,
             verbose: false,
@@ -369,6 +389,7 @@ mod tests {
             asked: None,
             default: Some("off"),
             launcher_binds: false,
+            binds_too: None,
             kind: Kind::Task,
             report: false,
             verbose: false,

@@ -28,7 +28,10 @@ fn json_off(value: &serde_json::Value) -> bool {
 /// The request from the shell options: `binder` is `SHAPE`, an off word, or an object
 /// `{shape, report, verbose}` (`-o binder.shape=… -o binder.report`); `report` and
 /// `verbose` are `-o binder-report` and `-o binder-verbose`; `affinity_typed`: the job
-/// set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to; `kind`:
+/// set `cpu-affinity` or `gpu-affinity` itself, which a site default yields to;
+/// `binds_too`: such an option that binds tasks itself (`("-o cpu-affinity",
+/// "per-task")`), which an explicit request is refused beside, as Slurm's `--cpu-bind`
+/// is ([`Ask::binds_too`]); `kind`:
 /// what the job runs (a Flux broker is a container a default never binds). The decision
 /// is [`Ask::decide`]'s; beside it, the line a job that asked for a report or verbose
 /// lines but is left to Flux gets ([`Ask::why_left`]).
@@ -38,6 +41,7 @@ pub fn request_from_json(
     verbose: Option<&serde_json::Value>,
     site: &Site,
     affinity_typed: bool,
+    binds_too: Option<(&str, &str)>,
     kind: Kind<'_>,
 ) -> Result<(Option<Request>, Option<String>), String> {
     let mut report = report.map_or(Ok(false), |v| flag("-o binder-report", v))?;
@@ -107,6 +111,7 @@ pub fn request_from_json(
         asked: shape.as_deref(),
         default: site.default_shape(),
         launcher_binds: affinity_typed,
+        binds_too,
         kind,
         report,
         verbose,
