@@ -142,6 +142,7 @@ fn write(
                     if plan.slots == 1 { "" } else { "s" },
                     match plan.pattern {
                         Pattern::Scatter => "round-robin over the slots' parents",
+                        Pattern::Balanced => "selection, each parent taking round robin's share of the tasks,",
                         Pattern::Packed | Pattern::Interleave => "selection",
                     }
                 )?;
@@ -203,7 +204,7 @@ fn dealing(pattern: Pattern, units: usize, n: usize) -> String {
         format!("the {left} left over (units mod tasks) go to no task")
     };
     match pattern {
-        Pattern::Packed => format!(
+        Pattern::Packed | Pattern::Balanced => format!(
             "packed: {units} units / {n} tasks = {each} consecutive units each; {rest}"
         ),
         Pattern::Scatter => format!(

@@ -47,7 +47,7 @@ pub(crate) fn distribute(
     let n = request.local_size.max(1);
     let interleave = match request.pattern {
         Pattern::Interleave => true,
-        Pattern::Packed | Pattern::Scatter => false,
+        Pattern::Packed | Pattern::Scatter | Pattern::Balanced => false,
     };
     if interleave && request.unit.unit != Unit::Pu {
         return Err(DistributeError::InterleaveNeedsPu {
@@ -338,7 +338,7 @@ fn deal_slots(
         });
     }
     let parents: Vec<usize> = slots.iter().map(|s| s.parent).collect();
-    let order = slots::order(&parents, request.pattern, request.reverse);
+    let order = slots::order(&parents, request.pattern, request.reverse, n);
     let owners = request
         .unit
         .unit

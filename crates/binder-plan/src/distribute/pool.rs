@@ -34,7 +34,7 @@ pub(super) fn pool<'t>(
             pool.sort_by_key(|pu| ranks.get(&pu.logical_index()).copied().unwrap_or(0));
         }
         // Packed and scatter differ in how the pool is dealt, not in its order.
-        Pattern::Packed | Pattern::Scatter => {}
+        Pattern::Packed | Pattern::Scatter | Pattern::Balanced => {}
     }
     pool
 }
@@ -81,7 +81,9 @@ pub(crate) fn deal(units: usize, tasks: usize, pattern: Pattern) -> Vec<Vec<usiz
     }
     (0..tasks)
         .map(|r| match pattern {
-            Pattern::Packed | Pattern::Interleave => (r * k..(r + 1) * k).collect(),
+            Pattern::Packed | Pattern::Interleave | Pattern::Balanced => {
+                (r * k..(r + 1) * k).collect()
+            }
             Pattern::Scatter => (0..k).map(|i| r + i * tasks).collect(),
         })
         .collect()

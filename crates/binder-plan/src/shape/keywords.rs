@@ -157,6 +157,10 @@ pub enum Pattern {
     Scatter,
     /// PUs ordered by their rank inside their core, then packed (unit pu only).
     Interleave,
+    /// Slots: each parent takes the share of the tasks round robin would give it (the
+    /// counts differ by one at most), and ranks fill one parent before the next: Open
+    /// MPI 5's `--map-by package` (FILL ranking). Without slots, as `packed`.
+    Balanced,
 }
 
 impl Keyword for Pattern {
@@ -166,6 +170,8 @@ impl Keyword for Pattern {
         ("scatter", Pattern::Scatter),
         ("spread", Pattern::Scatter),
         ("interleave", Pattern::Interleave),
+        ("balanced", Pattern::Balanced),
+        ("fill", Pattern::Balanced),
     ];
 }
 

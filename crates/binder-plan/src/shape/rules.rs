@@ -146,7 +146,7 @@ impl Shape {
                 Pattern::Interleave => {
                     return Err("`pattern: interleave` with `slot` items: slots are dealt whole, so use `packed` (slot after slot) or `scatter` (round robin over the slots' parents)".to_owned());
                 }
-                Pattern::Packed | Pattern::Scatter => {}
+                Pattern::Packed | Pattern::Scatter | Pattern::Balanced => {}
             }
         }
         Ok(())
