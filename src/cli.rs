@@ -391,8 +391,10 @@ pub struct ConvertArgs {
 /// The peers `binder convert` reads.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum PeerArg {
-    /// Open MPI's mpirun: --map-by, --bind-to, --rank-by, --use-hwthread-cpus.
+    /// Open MPI 4.1's mpirun (ORTE): --map-by, --bind-to, --rank-by, --use-hwthread-cpus.
     Ompi,
+    /// Open MPI 5's mpirun (PRRTE 3): --map-by [:PE=n:HWTCPUS], --bind-to, --rank-by fill|span.
+    Ompi5,
     /// Slurm's srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*.
     Slurm,
     /// numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred.
@@ -409,6 +411,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
     use binder_plan::convert::{convert, Peer};
     let peer = match args.from {
         PeerArg::Ompi => Peer::Ompi,
+        PeerArg::Ompi5 => Peer::Ompi5,
         PeerArg::Slurm => Peer::Slurm,
         PeerArg::Numactl => Peer::Numactl,
         PeerArg::HwlocBind => Peer::HwlocBind,
@@ -419,6 +422,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
     if args.options.is_empty() && peer != Peer::Slurm {
         let example = match peer {
             Peer::Ompi => "--from ompi -- --map-by socket --bind-to core",
+            Peer::Ompi5 => "--from ompi5 -- --map-by package --bind-to core",
             Peer::Numactl => "--from numactl -- --cpunodebind=0 --membind=0",
             Peer::HwlocBind => "--from hwloc-bind -- socket:1",
             Peer::Torchrun => "--from torchrun -- --nproc-per-node 4 --numa-binding node",

@@ -83,6 +83,10 @@ pub const ENVIRONMENT: &[Entry] = &[
         what: "set by the SPANK plugin inside srun when its `--cpu-bind` is only the `SLURM_CPU_BIND` it inherited from the step it runs in (an `srun` inside `srun --pty bash`), so that it is not taken for a binding the user typed; removed before the task runs",
     },
     Entry {
+        names: &["BINDER_SPANK_MULTI_PROG"],
+        what: "set by the SPANK plugin inside srun when it was given `--multi-prog`, so that slurmstepd's side reads each task's own line of the file (a site default stays out of a context that runs the wrapper); removed before the task runs",
+    },
+    Entry {
         names: &binder_core::identity::LOCAL_VARS,
         what: "the task's local rank and the node's task count, innermost launcher first (torchrun and DeepSpeed's launcher, then MPI launchers, then Flux, then Slurm); `--local-rank` and `--local-size` win",
     },

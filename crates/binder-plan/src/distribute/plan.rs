@@ -215,6 +215,32 @@ impl Plan {
         self
     }
 
+    /// This plan's tasks dealt again in blocks until there are `size`: task `b`'s block
+    /// holds `size / n` consecutive ranks, one more for the first `size mod n` (`pattern:
+    /// balanced`'s oversubscription, ranks filling one unit before the next, as Open MPI
+    /// 5's FILL ranking).
+    pub(crate) fn dealt_in_blocks(mut self, size: usize) -> Plan {
+        let n = self.tasks.len().max(1);
+        let (each, extra) = (size / n, size % n);
+        let tasks: Vec<Task> = (0..size)
+            .map(|r| {
+                // The first `extra` blocks hold each + 1 ranks.
+                let long = extra * (each + 1);
+                let b = if r < long {
+                    r / (each + 1)
+                } else {
+                    extra + (r - long) / each.max(1)
+                };
+                Task {
+                    local_rank: r,
+                    ..self.tasks[b.min(n - 1)].clone()
+                }
+            })
+            .collect();
+        self.tasks = tasks;
+        self
+    }
+
     /// Whether two tasks were dealt one unit (an oversubscribed plan). Tasks whose
     /// binding width overlaps (`bind: numa` around distinct cores) were not.
     pub fn oversubscribed(&self) -> bool {

@@ -140,6 +140,10 @@ fn oversubscribed(
         ..*request
     };
     match ranks::plan(&fit, None) {
+        // `pattern: balanced` fills one unit's ranks before the next's.
+        Ok(base) if request.shape.pattern() == shape::Pattern::Balanced => {
+            Ok(base.dealt_in_blocks(request.local_size))
+        }
         Ok(base) => Ok(base.dealt_again(request.local_size)),
         Err(_) => planned,
     }

@@ -1,4 +1,5 @@
-//! Open MPI 4.1's `mpirun` mapping options, as its mapper places them.
+//! Open MPI's `mpirun` mapping options, as its mapper places them: 4.1's (ORTE) and
+//! 5.0's (PRRTE 3), which differ in defaults, ranking, spellings and refusals.
 
 use super::super::{ConvertError, Want};
 use super::{container, count, pairs, refuse};
@@ -34,10 +35,25 @@ fn level(kind: &str) -> u8 {
 ///   siblings first), cores, or whole caches and NUMA nodes dealt again once each has one;
 /// - `--use-hwthread-cpus` makes a node's PUs its slots, so a core takes a second rank
 ///   once every core has one.
+///
+/// Open MPI 5 (`v5`, PRRTE 3's `prte_rmaps_base_map_job` and `rmaps_rr_mappers.c`, checked
+/// against `prterun` 5.0.11 on the fixtures) differs:
+///
+/// - no `--map-by`: by core whatever the count (by hardware thread with `:HWTCPUS` or
+///   `--use-hwthread-cpus`, by slot with `PE`, by the `--bind-to` object above core);
+/// - `--map-by package|numa|l3cache|l2cache` ranks FILL by default: each object takes round
+///   robin's share, ranks fill one object before the next (`pattern: balanced`);
+///   `--rank-by slot|node|span` keep round robin's order; no other `--rank-by`;
+/// - a binding above the mapping object, and `--bind-to hwthread` where the slots are cores
+///   (no `:HWTCPUS`, not mapped by hwthread), are refused;
+/// - its own spellings: `:HWTCPUS`, `:CORECPUS`, `--bind-to core:overload`,
+///   `--map-by pe-list=LIST:ordered` (rank r on core LIST[r]).
 pub(in crate::convert) fn ompi(
     words: &[String],
     notes: &mut Vec<String>,
+    v5: bool,
 ) -> Result<Want, ConvertError> {
+    let version = if v5 { "Open MPI 5" } else { "Open MPI 4.1" };
     let valued = [
         "--map-by",
         "--bind-to",
@@ -99,10 +115,49 @@ pub(in crate::convert) fn ompi(
             _ => return refuse(format!("`{opt}` is not an Open MPI mapping option binder converts (it reads --map-by, --bind-to, --rank-by, --use-hwthread-cpus, --cpus-per-proc, -np, -npersocket, -npernode, --pernode, --oversubscribe)")),
         }
     }
+    // Open MPI 5's `:HWTCPUS` (the node's PUs are its slots) stands in `--map-by`, which
+    // `--use-hwthread-cpus` is its old name for; 4.1 never heard of it.
+    let map_quals: Vec<String> = map
+        .as_deref()
+        .map(|m| m.split(':').skip(1).map(str::to_ascii_uppercase).collect())
+        .unwrap_or_default();
+    if map_quals.iter().any(|q| q == "HWTCPUS" || q == "CORECPUS") && !v5 {
+        return refuse(format!("`--map-by {}`: `:HWTCPUS` and `:CORECPUS` are Open MPI 5's spellings (4.1's is --use-hwthread-cpus): convert with `--from ompi5`", map.unwrap_or_default()));
+    }
+    if map_quals.iter().any(|q| q == "HWTCPUS") {
+        hwthreads = true;
+    }
+    if let Some(line) = rank_by.as_deref().filter(|_| v5) {
+        let by = line
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if !matches!(by.as_str(), "slot" | "node" | "fill" | "span") {
+            return refuse(format!("`--rank-by {line}`: Open MPI 5 ranks by slot, node, fill or span only (it refuses `{by}`); drop --rank-by (FILL), or give `span` for round robin over the mapping objects"));
+        }
+    }
     let cpu = if hwthreads { "pu" } else { "core" };
     let few = np.is_some_and(|n| n <= 2);
     let user_mapped = map.is_some();
     let map = map.unwrap_or_else(|| {
+        if v5 {
+            // PRRTE 3: by slot with PE, by hwthread where PUs are the slots, by the
+            // object asked to bind to where it lies above a core, else by core.
+            let above = bind
+                .as_deref()
+                .map(|b| b.split(':').next().unwrap_or_default().to_ascii_lowercase())
+                .and_then(|b| container(&b).map(|_| b));
+            return if pe.is_some() {
+                "slot".into()
+            } else if hwthreads {
+                "hwthread".into()
+            } else if let Some(above) = above {
+                above
+            } else {
+                "core".into()
+            };
+        }
         if pe.is_some() {
             "numa".into()
         } else if few {
@@ -122,6 +177,9 @@ pub(in crate::convert) fn ompi(
     let object = parts.next().unwrap_or_default().to_ascii_lowercase();
     // The mapping object (`pu`, `core`, `machine` for by slot, or a container), and
     // ppr's count per object.
+    if let Some(list) = object.strip_prefix("pe-list=") {
+        return pe_list(list, &map, &map_quals, bind.as_deref(), v5, np);
+    }
     let (mapped, per) = if object == "ppr" {
         let n = parts.next().unwrap_or_default();
         let obj = parts.next().unwrap_or_default();
@@ -147,16 +205,27 @@ pub(in crate::convert) fn ompi(
     };
     for modifier in parts {
         let m = modifier.to_ascii_uppercase();
+        // Open MPI 5's `:SPAN` ranks round robin over the mapping objects (SPAN ranking)
+        // unless --rank-by says otherwise.
+        if v5 && m == "SPAN" {
+            rank_by.get_or_insert_with(|| "span".to_owned());
+            continue;
+        }
         if let Some(n) = m.strip_prefix("PE=") {
             pe = Some(count("PE", n)?);
         } else if m == "OVERSUBSCRIBE" {
             oversubscribe = true;
+        } else if v5 && matches!(m.as_str(), "HWTCPUS" | "CORECPUS") {
+        } else if v5 && matches!(m.as_str(), "NOLOCAL" | "INHERIT" | "NOINHERIT") {
+            notes.push(format!(
+                "`:{modifier}` left out: it says where Open MPI launches or what child jobs inherit, not where a task binds on its node"
+            ));
         } else if m == "SPAN" || m == "NOOVERSUBSCRIBE" || m == "FILL" {
             notes.push(format!(
                 "`:{modifier}` left out: binder deals the node's units as the shape says"
             ));
         } else if object != "ppr" {
-            return refuse(format!("`--map-by {map}`: the modifier `{modifier}` is not one binder converts (PE=n, SPAN, OVERSUBSCRIBE)"));
+            return refuse(format!("`--map-by {map}`: the modifier `{modifier}` is not one binder converts (PE=n, SPAN, OVERSUBSCRIBE{})", if v5 { ", HWTCPUS, CORECPUS" } else { "; Open MPI 5's HWTCPUS and CORECPUS with `--from ompi5`" }));
         }
     }
     let (bind, overload) = match &bind {
@@ -167,7 +236,11 @@ pub(in crate::convert) fn ompi(
             for q in words {
                 match q.to_ascii_lowercase().as_str() {
                     "overload-allowed" => overload = true,
+                    // Open MPI 5 takes a qualifier's unambiguous start.
+                    "overload" if v5 => overload = true,
+                    "no-overload" if v5 => {}
                     "if-supported" | "ordered" | "report" => {}
+                    "overload" | "no-overload" => return refuse(format!("`--bind-to {b}`: `{q}` is Open MPI 5's spelling (4.1's is `overload-allowed`): convert with `--from ompi5`")),
                     other => return refuse(format!("`--bind-to {b}`: the qualifier `{other}` is not one binder converts (overload-allowed, if-supported)")),
                 }
             }
@@ -187,7 +260,25 @@ pub(in crate::convert) fn ompi(
             (kind, overload)
         }
         None => {
-            let kind = if pe.is_some() {
+            let kind = if v5 {
+                // PRRTE 3: PE binds cores (PUs with HWTCPUS); else the mapping object
+                // (ppr's too), and by slot to the NUMA node above 2 processes.
+                if pe.is_some() || mapped == "core" {
+                    if pe.is_some() {
+                        cpu
+                    } else {
+                        "core"
+                    }
+                } else if mapped == "machine" {
+                    if few {
+                        "core"
+                    } else {
+                        "numa"
+                    }
+                } else {
+                    mapped
+                }
+            } else if pe.is_some() {
                 cpu
             } else if user_mapped && !matches!(mapped, "machine") && per.is_none() {
                 mapped
@@ -197,7 +288,7 @@ pub(in crate::convert) fn ompi(
                 "numa"
             };
             notes.push(format!(
-                "no --bind-to: converted as Open MPI 4.1 binds by default here, to {}",
+                "no --bind-to: converted as {version} binds by default here, to {}",
                 match kind {
                     "pu" => "hwthread",
                     other => other,
@@ -206,6 +297,23 @@ pub(in crate::convert) fn ompi(
             (kind, false)
         }
     };
+    // (Mapped by hardware thread and bound to its core: on a node of one thread per core
+    // the two are one object, and Open MPI 5 binds; elsewhere it refuses.)
+    let one_thread_only = v5 && mapped == "pu" && bind == "core";
+    if one_thread_only {
+        notes.push("`--map-by hwthread --bind-to core`: Open MPI 5 runs this only on nodes of one hardware thread per core (elsewhere it refuses a binding above the mapping object); converted as it places there".into());
+    }
+    if v5
+        && bind != "none"
+        && mapped != "machine"
+        && level(bind) > level(mapped)
+        && !one_thread_only
+    {
+        return refuse(format!("`--bind-to {bind}` above the mapping object ({mapped}): Open MPI 5 binds only to the object a process was mapped to or one inside it, and refuses this line; map by {bind} (`--map-by {bind}`)"));
+    }
+    if v5 && bind == "pu" && mapped != "pu" && !hwthreads {
+        notes.push("`--bind-to hwthread` where the slots are cores: Open MPI 5 runs this only on nodes of one hardware thread per core (elsewhere it refuses: more CPUs than the allocation has; add `:HWTCPUS` to --map-by there); converted as it places there".into());
+    }
     let pe = pe.unwrap_or(1);
     if pe > 1 && !matches!(bind, "core" | "pu") {
         return refuse(format!("`PE={pe}` binds each process to {pe} CPUs, which Open MPI refuses with `--bind-to {bind}` (it binds PE to cores or hardware threads): drop --bind-to, or bind to core"));
@@ -214,7 +322,7 @@ pub(in crate::convert) fn ompi(
         return refuse(format!("`--map-by hwthread:PE={pe}` asks {pe} CPUs of one hardware thread, which Open MPI refuses: map by socket, numa or slot with PE={pe}"));
     }
     if mapped == "core" && pe > 1 && !hwthreads {
-        return refuse(format!("`--map-by core:PE={pe}` asks {pe} CPUs of one core, which Open MPI refuses (a core is one CPU without --use-hwthread-cpus): map by socket, numa or slot with PE={pe} (`--map-by slot:PE={pe}` packs {pe} cores a process)"));
+        return refuse(format!("`--map-by core:PE={pe}` asks {pe} CPUs of one core, which {version} refuses (a core is one CPU without --use-hwthread-cpus): map by socket, numa or slot with PE={pe} (`--map-by slot:PE={pe}` packs {pe} cores a process)"));
     }
     if mapped == "pu" && level(bind) > level("pu") {
         return refuse(format!("`--map-by hwthread --bind-to {bind}` binds each process to the {bind} of its hardware thread, so the processes on a {bind}'s threads share it; a shape binds each task to units of its own: map by {bind} (`--map-by {0} --bind-to {0}`), or bind to hwthread (`pu`)", match bind { "socket" => "socket", "core" => "core", other => other }));
@@ -227,6 +335,12 @@ pub(in crate::convert) fn ompi(
         notes.push("`:OVERSUBSCRIBE` without `--bind-to ...:overload-allowed`: Open MPI refuses to bind two processes to one object, so the shape does not share units either".into());
     }
     match mapped {
+        // Open MPI 5 keeps a process's PE CPUs inside one package: by slot, package after
+        // package, each slot of PE cores within one.
+        "machine" if v5 && pe > 1 && bind != "none" => {
+            want.over = Some("socket");
+            want.packed_over = true;
+        }
         "machine" => {}
         "pu" | "core" if per.is_none() => {}
         kind => {
@@ -242,7 +356,7 @@ pub(in crate::convert) fn ompi(
             want.per_container = None;
         }
         want.bind = Some("none");
-        return finish_ompi(want, rank_by, &object, &map);
+        return finish_ompi(want, rank_by, &object, &map, v5);
     }
     match (mapped, bind) {
         // By hardware thread: each rank the next PU, bound to it or a wider object.
@@ -278,11 +392,17 @@ pub(in crate::convert) fn ompi(
             want.count = pe;
             if hwthreads && pe == 1 {
                 want.oversubscribe = true;
+                if v5 {
+                    notes.push("with PUs as slots Open MPI 5 puts a process on every hardware thread of a core before the next core (each bound to the whole core); binder gives each process a core of its own until every core has one, then the second round".into());
+                }
             } else if hwthreads {
                 want.unit = "pu";
             }
         }
         (_, b) if b == mapped || level(b) > level(mapped) => want.bind = Some(b),
+        // Open MPI 5 takes each process's core in its object (its slots are cores) and
+        // binds it to the object of the binding's type around that core.
+        (_, b) if v5 => want.bind = Some(b),
         // ppr fixes how many processes each object takes, which a shape's unit of the
         // binding's type would cap at how many such objects it holds: bind each to the
         // object around its core (the same where the mapping object holds one).
@@ -296,7 +416,7 @@ pub(in crate::convert) fn ompi(
             notes.push(format!("each process one {b} of its {}, the next when every {b} there has one (Open MPI binds to the least used); `oversubscribe: true` deals them again; on a node where one {b} holds a whole {0} the shape is refused: there Open MPI binds to the {b} around the {0}, which `bind: {b}` over cores says", match mapped { "machine" => "node", m => m }));
         }
     }
-    finish_ompi(want, rank_by, &object, &map)
+    finish_ompi(want, rank_by, &object, &map, v5)
 }
 
 /// `--rank-by` other than the mapping object is refused: binder numbers ranks in the
@@ -306,7 +426,26 @@ fn finish_ompi(
     rank_by: Option<String>,
     object: &str,
     map: &str,
+    v5: bool,
 ) -> Result<Want, ConvertError> {
+    if v5 {
+        // PRRTE 3 ranks a by-object mapping FILL unless told (slot, node and span keep
+        // the mapper's round robin); ppr ranks by slot, object by object.
+        let by = rank_by
+            .as_deref()
+            .map(|b| b.split(':').next().unwrap_or_default().to_ascii_lowercase());
+        let fill = by.as_deref().is_none_or(|b| b == "fill");
+        // FILL also when an object takes a second process: it takes the next rank, not
+        // the rank one round later (`--map-by core:oversubscribe`: ranks 0 and 1 on core 0).
+        if ((want.over.is_some() && !want.packed_over) || want.oversubscribe)
+            && want.per_container.is_none()
+        {
+            want.balanced = fill;
+        } else if want.per_container.is_some() && by.as_deref() == Some("span") {
+            want.rank_across = true;
+        }
+        return Ok(want);
+    }
     if let Some(by) = rank_by {
         let by = by
             .split(':')
@@ -324,4 +463,67 @@ fn finish_ompi(
         }
     }
     Ok(want)
+}
+
+/// Open MPI 5's `--map-by pe-list=LIST:ordered`: rank r on core LIST[r] (the node's
+/// logical core numbers; PUs with `:HWTCPUS`). Without `:ordered` every process may run on
+/// any of the list's cores, which 5.0.11 does not parse for a list (`0,2`): refused.
+fn pe_list(
+    list: &str,
+    map: &str,
+    quals: &[String],
+    bind: Option<&str>,
+    v5: bool,
+    np: Option<usize>,
+) -> Result<Want, ConvertError> {
+    if !v5 {
+        return refuse(format!(
+            "`--map-by {map}`: pe-list is Open MPI 5's spelling: convert with `--from ompi5`"
+        ));
+    }
+    let listed = list.split(',').map(|p| {
+        p.split_once('-').map_or(Some(1), |(a, b)| {
+            let (a, b) = (
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            );
+            Some(b.saturating_sub(a) + 1)
+        })
+    });
+    let listed: usize = listed.map(|n| n.unwrap_or(0)).sum();
+    if np.is_some_and(|np| np > listed) {
+        return refuse(format!("`--map-by {map}` lists {listed} CPU(s) for {} processes, which Open MPI 5 refuses (not enough CPUs in the PE-LIST): list one for each", np.unwrap_or(0)));
+    }
+    if !quals.iter().any(|q| q == "ORDERED") {
+        return refuse(format!("`--map-by {map}` without `:ordered` lets every process run anywhere on the list, which Open MPI 5.0 does not read for a list of several; add `:ordered` (rank r on the r-th listed core) or give the cores as a shape (`type: core` with `index: {list}`)"));
+    }
+    if bind.is_some_and(|b| !b.to_ascii_lowercase().starts_with("core")) {
+        return refuse(format!(
+            "`--map-by {map}` binds each process to its listed CPU: drop --bind-to"
+        ));
+    }
+    let unit = if quals.iter().any(|q| q == "HWTCPUS") {
+        "pu"
+    } else {
+        "core"
+    };
+    let ranges = binder_core::cpulist::parse_ranges(list, 65_535, super::super::MAX_WORDS)
+        .map_err(|_| {
+            ConvertError(format!(
+                "`--map-by {map}`: `{list}` is not a list of core numbers (`0,2-3`)"
+            ))
+        })?;
+    if ranges.repeated {
+        return refuse(format!("`--map-by {map}` names a core twice; a shape's rank rules give each rank CPUs of its own"));
+    }
+    Ok(Want {
+        unit,
+        per_rank_logical: true,
+        per_rank: ranges
+            .values
+            .into_iter()
+            .map(|i| (unit, i.to_string()))
+            .collect(),
+        ..Want::default()
+    })
 }
