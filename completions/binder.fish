@@ -85,6 +85,7 @@ complete -c binder -n "__fish_binder_using_subcommand explain" -l share -d 'Take
 complete -c binder -n "__fish_binder_using_subcommand explain" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c binder -n "__fish_binder_using_subcommand convert" -l from -d 'Whose options follow `--`' -r -f -a "ompi\t'Open MPI 4.1\'s mpirun (ORTE): --map-by, --bind-to, --rank-by, --use-hwthread-cpus'
 ompi5\t'Open MPI 5\'s mpirun (PRRTE 3): --map-by [:PE=n:HWTCPUS], --bind-to, --rank-by fill|span'
+mpich\t'MPICH\'s mpiexec (Hydra): -bind-to OBJ[:N]|user:LIST, -map-by OBJ'
 slurm\t'Slurm\'s srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*'
 numactl\t'numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred'
 hwloc-bind\t'hwloc-bind: LOCATION... (core:0-3, socket:1, numa:0), --membind'

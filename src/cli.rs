@@ -395,6 +395,8 @@ pub enum PeerArg {
     Ompi,
     /// Open MPI 5's mpirun (PRRTE 3): --map-by [:PE=n:HWTCPUS], --bind-to, --rank-by fill|span.
     Ompi5,
+    /// MPICH's mpiexec (Hydra): -bind-to OBJ[:N]|user:LIST, -map-by OBJ.
+    Mpich,
     /// Slurm's srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*.
     Slurm,
     /// numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred.
@@ -412,6 +414,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
     let peer = match args.from {
         PeerArg::Ompi => Peer::Ompi,
         PeerArg::Ompi5 => Peer::Ompi5,
+        PeerArg::Mpich => Peer::Mpich,
         PeerArg::Slurm => Peer::Slurm,
         PeerArg::Numactl => Peer::Numactl,
         PeerArg::HwlocBind => Peer::HwlocBind,
@@ -423,6 +426,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
         let example = match peer {
             Peer::Ompi => "--from ompi -- --map-by socket --bind-to core",
             Peer::Ompi5 => "--from ompi5 -- --map-by package --bind-to core",
+            Peer::Mpich => "--from mpich -- -bind-to core -map-by socket",
             Peer::Numactl => "--from numactl -- --cpunodebind=0 --membind=0",
             Peer::HwlocBind => "--from hwloc-bind -- socket:1",
             Peer::Torchrun => "--from torchrun -- --nproc-per-node 4 --numa-binding node",

@@ -96,6 +96,33 @@ FAMILIES_5 = [
 ]
 
 
+# MPICH's Hydra lines (binder convert --from mpich), asked of `mpiexec` with HYDRA_TOPO_DEBUG.
+FAMILIES_MPICH = [
+    ("hydra", "-bind-to core"),
+    ("hydra", "-bind-to hwthread"),
+    ("hydra", "-bind-to core:2"),
+    ("hydra", "-bind-to hwthread:2"),
+    ("hydra", "-bind-to socket"),
+    ("hydra", "-bind-to numa"),
+    ("hydra", "-bind-to l3cache"),
+    ("hydra", "-bind-to l2cache"),
+    ("hydra", "-bind-to core -map-by socket"),
+    ("hydra", "-bind-to core -map-by numa"),
+    ("hydra", "-bind-to core -map-by l3cache"),
+    ("hydra", "-bind-to hwthread -map-by core"),
+    ("hydra", "-bind-to hwthread -map-by socket"),
+    ("hydra", "-bind-to core:2 -map-by socket"),
+    ("hydra", "-bind-to numa -map-by core"),
+    ("hydra", "-bind-to socket -map-by core"),
+    ("hydra", "-bind-to l3cache -map-by core"),
+    ("hydra", "-bind-to user:0,2"),
+    ("hydra", "-bind-to user:1+3,0"),
+    ("hydra", "-map-by core"),
+    ("hydra", "-bind-to none"),
+    ("hydra", "-bind-to core -map-by hwthread"),
+]
+
+
 def spelled_5(line):
     """A 4.1 line in Open MPI 5's spelling: socket is package."""
     return re.sub(r"\bsocket\b", "package", line)
@@ -105,6 +132,7 @@ FAMILY_ORDER = {line: i for i, (_, line) in enumerate(FAMILIES)}
 FAMILY_ORDER.update({spelled_5(line): i for i, (_, line) in enumerate(FAMILIES)
                      if spelled_5(line) not in FAMILY_ORDER})
 FAMILY_ORDER.update({line: len(FAMILIES) + i for i, (_, line) in enumerate(FAMILIES_5)})
+FAMILY_ORDER.update({line: 1000 + i for i, (_, line) in enumerate(FAMILIES_MPICH)})
 
 MAP_OBJECT = {"core": "core", "hwthread": "pu", "socket": "package", "numa": "numa",
               "l3cache": "l3cache", "slot": "core"}
@@ -222,6 +250,23 @@ def ompi5(prterun, xml, np, line, slots):
     return ranks
 
 
+def hydra(mpiexec, xml, np, line):
+    """Hydra's cpuset per rank (MPICH), "unbound" where it binds none (it prints no mask
+    then), a rank it leaves unbound as []."""
+    env = dict(os.environ, HWLOC_XMLFILE=xml, HYDRA_TOPO_DEBUG="1")
+    out = subprocess.run([mpiexec, "-n", str(np), *line.split(), "true"], capture_output=True,
+                         env=env, check=False, timeout=120)
+    text = (out.stdout + out.stderr).decode("utf-8", "replace")
+    got = {}
+    for l in text.splitlines():
+        m = re.match(r"process (\d+) binding: ([01]+)", l.strip())
+        if m:
+            got[int(m.group(1))] = [i for i, c in enumerate(m.group(2)) if c == "1"]
+    if not got:
+        return "unbound" if out.returncode == 0 else None
+    return [got.get(r, []) for r in range(np)]
+
+
 def binder(exe, xml, shape, np):
     out = subprocess.run([exe, "--dry-run", "--format", "json", "--local-size", str(np),
                           shape, "--topology", xml], capture_output=True, text=True,
@@ -236,7 +281,8 @@ def main(argv):
     exe = argv[1]
     mpi = argv[argv.index("--mpi") + 1] if "--mpi" in argv else "ompi"
     prterun = argv[argv.index("--prterun") + 1] if "--prterun" in argv else "prterun"
-    peer = "ompi5" if mpi == "ompi5" else "ompi"
+    peer = {"ompi5": "ompi5", "mpich": "mpich"}.get(mpi, "ompi")
+    mpiexec = argv[argv.index("--mpiexec") + 1] if "--mpiexec" in argv else "mpiexec"
     record = None
     only = None
     only_xml = None
@@ -257,6 +303,8 @@ def main(argv):
     families = FAMILIES
     if mpi == "ompi5":
         families = [(f, spelled_5(l)) for f, l in FAMILIES] + FAMILIES_5
+    if mpi == "mpich":
+        families = FAMILIES_MPICH
     for family, line in families:
         if only and only not in (family, line):
             continue
@@ -289,16 +337,18 @@ def main(argv):
         slots = count(xml, "pu" if hwt else "core")
         words = line.replace("=", " ").replace(":", " ").split()
         obj = None
-        for w in ("--map-by",):
-            if w in words:
+        for w in ("--map-by", "-map-by", "-bind-to"):
+            if w in words and obj is None:
                 obj = words[words.index(w) + 1].split(":")[0]
+        if mpi == "mpich":
+            obj = {"socket": "socket", "hwthread": "hwthread"}.get(obj, obj)
         pe = 1
         if "PE" in words:
             pe = int(words[words.index("PE") + 1])
         if "--cpus-per-rank" in words:
             pe = int(words[words.index("--cpus-per-rank") + 1])
         nps = {1, 2, 3, max(1, slots // pe)}
-        if family == "oversubscribe":
+        if family == "oversubscribe" or mpi == "mpich":
             nps.add(slots + 1)
         if obj in MAP_OBJECT:
             nps.add(count(xml, MAP_OBJECT[obj]))
@@ -310,7 +360,9 @@ def main(argv):
             nps.add(count(xml, "numa"))
         rows = []
         for np in sorted(n for n in nps if n > 0):
-            if mpi == "ompi5":
+            if mpi == "mpich":
+                theirs = hydra(mpiexec, xml, np, line)
+            elif mpi == "ompi5":
                 theirs = ompi5(prterun, xml, np, line, slots)
                 # ppr:N:OBJ sets the count itself in PRRTE (N on every object, -np or
                 # not): binder is asked for as many.
@@ -372,7 +424,13 @@ def main(argv):
                 out.append(",".join(runs))
             return out
         with open(record, "w") as f:
-            if mpi == "ompi5":
+            if mpi == "mpich":
+                f.write("# MPICH 5.0.2's Hydra (mpiexec -n NP LINE true with HWLOC_XMLFILE=XML and "
+                        "HYDRA_TOPO_DEBUG=1, which prints each process's mask) on fixtures/topologies, "
+                        "recorded by tools/convert-sweep.py --mpi mpich: one row per line, XML and -np; "
+                        "ompi is each rank's PUs ([] for a rank left unbound), null where mpiexec "
+                        "failed, \"unbound\" where it bound none.\n")
+            elif mpi == "ompi5":
                 f.write("# Open MPI 5.0.11's own mapper (PRRTE 3: prterun --prtemca "
                         "hwloc_use_topo_file XML --display map --runtime-options donotlaunch, "
                         "--host HOST:CORES, or PUs with HWTCPUS) on fixtures/topologies, recorded "

@@ -139,7 +139,7 @@ fn a_bad_option_value_lists_the_possible_ones() {
             "[possible values: text, json",
         ),
         (
-            &["convert", "--from", "mpich", "--", "-np", "2"],
+            &["convert", "--from", "mvapich", "--", "-np", "2"],
             "[possible values: ompi, ompi5, slurm",
         ),
     ] {

@@ -20,6 +20,8 @@ pub enum Peer {
     Ompi,
     /// Open MPI 5's `mpirun` mapping options (PRRTE 3).
     Ompi5,
+    /// MPICH's Hydra (`mpiexec -bind-to … -map-by …`).
+    Mpich,
     /// Slurm's `srun`/`sbatch` binding options.
     Slurm,
     /// `numactl`.
@@ -71,6 +73,7 @@ pub fn convert(peer: Peer, words: &[String]) -> Result<Converted, ConvertError> 
     let want = match peer {
         Peer::Ompi => peers::ompi(words, &mut notes, false)?,
         Peer::Ompi5 => peers::ompi(words, &mut notes, true)?,
+        Peer::Mpich => peers::mpich(words, &mut notes)?,
         Peer::Slurm => peers::slurm(words, &mut notes)?,
         Peer::Numactl => peers::numactl(words, &mut notes)?,
         Peer::HwlocBind => peers::hwloc_bind(words, &mut notes)?,
@@ -173,6 +176,7 @@ impl Want {
         let tool = match peer {
             Peer::Ompi => "ompi",
             Peer::Ompi5 => "ompi5",
+            Peer::Mpich => "mpich",
             Peer::Slurm => "slurm",
             Peer::Numactl => "numactl",
             Peer::HwlocBind => "hwloc-bind",
@@ -220,7 +224,10 @@ impl Want {
             return out;
         }
         if !self.per_rank.is_empty() {
-            out.push_str(&format!("  - type: {}\nranks:\n", self.unit));
+            out.push_str(&format!(
+                "  - type: {}\n    count: all\nranks:\n",
+                self.unit
+            ));
             let pick = if self.per_rank_logical {
                 "index"
             } else {

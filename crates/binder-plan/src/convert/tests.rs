@@ -208,8 +208,9 @@ fn slurm() {
 
 /// Slurm's maps and masks name each task's CPUs (or NUMA nodes) by the kernel's numbers:
 /// each becomes a rank rule with `os_index:` (task 0 gets the first entry; a mask's bits
-/// from the lowest; `*N` repeats an entry, `0x` is hex), the rest of the node a unit per
-/// later rank.
+/// from the lowest; `*N` repeats an entry, `0x` is hex), the rest of the node shared out
+/// among later ranks (a pool of `count: all`: one unit alone refused the fourth rank past
+/// a list).
 #[test]
 fn slurm_maps_and_masks_are_rank_rules() {
     let rule = |rank: usize, kind: &str, list: &str| {
@@ -217,7 +218,7 @@ fn slurm_maps_and_masks_are_rank_rules() {
     };
     assert_eq!(
         body(Peer::Slurm, "--cpu-bind=verbose,map_cpu:8,0x1,2"),
-        "resources:\n  - type: pu\nranks:\n".to_owned()
+        "resources:\n  - type: pu\n    count: all\nranks:\n".to_owned()
             + &rule(0, "pu", "8")
             + &rule(1, "pu", "1")
             + &rule(2, "pu", "2")
@@ -225,19 +226,19 @@ fn slurm_maps_and_masks_are_rank_rules() {
     assert!(convert(Peer::Slurm, &words("--cpu-bind=map_cpu:2*2")).is_err());
     assert_eq!(
         body(Peer::Slurm, "-c 4 --cpu-bind=mask_cpu:0xF0,3"),
-        "resources:\n  - type: pu\nranks:\n".to_owned()
+        "resources:\n  - type: pu\n    count: all\nranks:\n".to_owned()
             + &rule(0, "pu", "4-7")
             + &rule(1, "pu", "0-1")
     );
     assert_eq!(
         body(Peer::Slurm, "--cpu-bind=map_ldom:1,0"),
-        "resources:\n  - type: numa\nranks:\n".to_owned()
+        "resources:\n  - type: numa\n    count: all\nranks:\n".to_owned()
             + &rule(0, "numa", "1")
             + &rule(1, "numa", "0")
     );
     assert_eq!(
         body(Peer::Slurm, "--cpu-bind=mask_ldom:0x2*1,1"),
-        "resources:\n  - type: numa\nranks:\n".to_owned()
+        "resources:\n  - type: numa\n    count: all\nranks:\n".to_owned()
             + &rule(0, "numa", "1")
             + &rule(1, "numa", "0")
     );
@@ -250,7 +251,7 @@ fn slurm_maps_and_masks_are_rank_rules() {
         .unwrap()
         .notes;
     assert!(
-        notes.iter().any(|n| n.contains("list's 1 get the rest")),
+        notes.iter().any(|n| n.contains("list's 1 share the rest")),
         "{notes:?}"
     );
     assert!(

@@ -5,11 +5,13 @@
 use super::ConvertError;
 
 mod hwloc;
+mod mpich;
 mod ompi;
 mod slurm;
 mod torch;
 
 pub(in crate::convert) use hwloc::{hwloc_bind, numactl};
+pub(in crate::convert) use mpich::mpich;
 pub(in crate::convert) use ompi::ompi;
 pub(in crate::convert) use slurm::slurm;
 pub(in crate::convert) use torch::torchrun;

@@ -90,7 +90,7 @@ pub(in crate::convert) fn slurm(
             } else {
                 "pu"
             };
-            notes.push(format!("ranks past the list's {} get the rest of the node, a {} each; Slurm gives them the list again from its start", want.per_rank.len(), want.unit));
+            notes.push(format!("ranks past the list's {} share the rest of the node out among them ({}s); Slurm gives them the list again from its start", want.per_rank.len(), want.unit));
             if cpus > 1 || second.is_some() {
                 notes.push(
                     "-c and --distribution left out: a map or mask names each task's CPUs".into(),
