@@ -122,7 +122,7 @@ _binder() {
             fi
             case "${prev}" in
                 --from)
-                    COMPREPLY=($(compgen -W "ompi ompi5 mpich slurm numactl hwloc-bind torchrun" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ompi ompi5 mpich impi slurm numactl hwloc-bind torchrun" -- "${cur}"))
                     return 0
                     ;;
                 *)

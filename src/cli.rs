@@ -397,6 +397,8 @@ pub enum PeerArg {
     Ompi5,
     /// MPICH's mpiexec (Hydra): -bind-to OBJ[:N]|user:LIST, -map-by OBJ.
     Mpich,
+    /// Intel MPI: I_MPI_PIN_DOMAIN=…, I_MPI_PIN_ORDER=…, I_MPI_PIN_PROCESSOR_LIST=… words.
+    Impi,
     /// Slurm's srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*.
     Slurm,
     /// numactl: --cpunodebind, --membind, --interleave, --localalloc, --preferred.
@@ -415,6 +417,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
         PeerArg::Ompi => Peer::Ompi,
         PeerArg::Ompi5 => Peer::Ompi5,
         PeerArg::Mpich => Peer::Mpich,
+        PeerArg::Impi => Peer::Impi,
         PeerArg::Slurm => Peer::Slurm,
         PeerArg::Numactl => Peer::Numactl,
         PeerArg::HwlocBind => Peer::HwlocBind,
@@ -427,6 +430,7 @@ pub fn converted(args: &ConvertArgs) -> Result<String, String> {
             Peer::Ompi => "--from ompi -- --map-by socket --bind-to core",
             Peer::Ompi5 => "--from ompi5 -- --map-by package --bind-to core",
             Peer::Mpich => "--from mpich -- -bind-to core -map-by socket",
+            Peer::Impi => "--from impi -- I_MPI_PIN_DOMAIN=core I_MPI_PIN_ORDER=scatter",
             Peer::Numactl => "--from numactl -- --cpunodebind=0 --membind=0",
             Peer::HwlocBind => "--from hwloc-bind -- socket:1",
             Peer::Torchrun => "--from torchrun -- --nproc-per-node 4 --numa-binding node",

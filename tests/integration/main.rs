@@ -6,6 +6,7 @@ mod common;
 mod bad;
 mod cache;
 mod cli;
+mod convert_impi;
 mod convert_mpich;
 mod convert_ompi;
 mod convert_ompi5;

@@ -22,6 +22,8 @@ pub enum Peer {
     Ompi5,
     /// MPICH's Hydra (`mpiexec -bind-to … -map-by …`).
     Mpich,
+    /// Intel MPI's `I_MPI_PIN_*` variables, as `NAME=VALUE` words.
+    Impi,
     /// Slurm's `srun`/`sbatch` binding options.
     Slurm,
     /// `numactl`.
@@ -74,6 +76,7 @@ pub fn convert(peer: Peer, words: &[String]) -> Result<Converted, ConvertError> 
         Peer::Ompi => peers::ompi(words, &mut notes, false)?,
         Peer::Ompi5 => peers::ompi(words, &mut notes, true)?,
         Peer::Mpich => peers::mpich(words, &mut notes)?,
+        Peer::Impi => peers::impi(words, &mut notes)?,
         Peer::Slurm => peers::slurm(words, &mut notes)?,
         Peer::Numactl => peers::numactl(words, &mut notes)?,
         Peer::HwlocBind => peers::hwloc_bind(words, &mut notes)?,
@@ -177,6 +180,7 @@ impl Want {
             Peer::Ompi => "ompi",
             Peer::Ompi5 => "ompi5",
             Peer::Mpich => "mpich",
+            Peer::Impi => "impi",
             Peer::Slurm => "slurm",
             Peer::Numactl => "numactl",
             Peer::HwlocBind => "hwloc-bind",

@@ -5,12 +5,14 @@
 use super::ConvertError;
 
 mod hwloc;
+mod impi;
 mod mpich;
 mod ompi;
 mod slurm;
 mod torch;
 
 pub(in crate::convert) use hwloc::{hwloc_bind, numactl};
+pub(in crate::convert) use impi::impi;
 pub(in crate::convert) use mpich::mpich;
 pub(in crate::convert) use ompi::ompi;
 pub(in crate::convert) use slurm::slurm;
