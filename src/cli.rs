@@ -397,7 +397,7 @@ pub enum PeerArg {
     Ompi5,
     /// MPICH's mpiexec (Hydra): -bind-to OBJ[:N]|user:LIST, -map-by OBJ.
     Mpich,
-    /// Intel MPI: I_MPI_PIN_DOMAIN=…, I_MPI_PIN_ORDER=…, I_MPI_PIN_PROCESSOR_LIST=… words.
+    /// Intel MPI: I_MPI_PIN_DOMAIN=core|socket|N, I_MPI_PIN_ORDER, I_MPI_PIN_PROCESSOR_LIST (NAME=VALUE words).
     Impi,
     /// Slurm's srun/sbatch: --cpu-bind, --distribution, -c, --hint, --ntasks-per-*.
     Slurm,
