@@ -393,9 +393,9 @@ pub struct ConvertArgs {
 pub enum PeerArg {
     /// Open MPI 4.1's mpirun (ORTE): --map-by, --bind-to, --rank-by, --use-hwthread-cpus.
     Ompi,
-    /// Open MPI 5's mpirun (PRRTE 3): --map-by [:PE=n:HWTCPUS], --bind-to, --rank-by fill|span.
+    /// Open MPI 5's mpirun (PRRTE 3): --map-by OBJ:PE=n:HWTCPUS, --bind-to, --rank-by fill|span.
     Ompi5,
-    /// MPICH's mpiexec (Hydra): -bind-to OBJ[:N]|user:LIST, -map-by OBJ.
+    /// MPICH's mpiexec (Hydra): -bind-to OBJ, OBJ:N or user:LIST, -map-by OBJ.
     Mpich,
     /// Intel MPI: I_MPI_PIN_DOMAIN=core|socket|N, I_MPI_PIN_ORDER, I_MPI_PIN_PROCESSOR_LIST (NAME=VALUE words).
     Impi,
