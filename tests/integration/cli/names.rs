@@ -140,7 +140,7 @@ fn a_bad_option_value_lists_the_possible_ones() {
         ),
         (
             &["convert", "--from", "mvapich", "--", "-np", "2"],
-            "[possible values: ompi, ompi5, slurm",
+            "[possible values: ompi, ompi5, mpich, impi, slurm",
         ),
     ] {
         let out = run(binder().args(args), REFUSED);

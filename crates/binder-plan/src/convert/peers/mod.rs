@@ -72,6 +72,22 @@ pub(super) fn count(opt: &str, value: &str) -> Result<usize, ConvertError> {
     }
 }
 
+/// The MPIs' mapping and binding objects, narrowest first: a binding below the mapping
+/// object is chosen inside it ("bind downward"), one above it widens the task's binding.
+/// `die` sits between a NUMA node and a socket.
+pub(super) fn level(kind: &str) -> u8 {
+    match kind {
+        "pu" => 0,
+        "core" => 1,
+        "l2cache" => 2,
+        "l3cache" => 3,
+        "numa" => 4,
+        "die" => 5,
+        "socket" => 6,
+        _ => 7,
+    }
+}
+
 /// An Open MPI or hwloc object name as a shape's container type.
 pub(super) fn container(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_lowercase().as_str() {

@@ -3,7 +3,7 @@
 //! prints each process's mask with `HYDRA_TOPO_DEBUG=1` and an XML as `HWLOC_XMLFILE`).
 
 use super::super::{ConvertError, Want};
-use super::{container, count, pairs, refuse};
+use super::{container, count, level, pairs, refuse};
 
 /// Hydra's object names as a shape's types: the PU, the core, or a container.
 fn object(name: &str) -> Option<&'static str> {
@@ -11,20 +11,6 @@ fn object(name: &str) -> Option<&'static str> {
         "hwthread" | "pu" => Some("pu"),
         "core" => Some("core"),
         other => container(other),
-    }
-}
-
-/// How wide an object is, for a binding above or below the mapping object.
-fn level(kind: &str) -> u8 {
-    match kind {
-        "pu" => 0,
-        "core" => 1,
-        "l2cache" => 2,
-        "l3cache" => 3,
-        "numa" => 4,
-        "die" => 5,
-        "socket" => 6,
-        _ => 7,
     }
 }
 

@@ -2,23 +2,7 @@
 //! 5.0's (PRRTE 3), which differ in defaults, ranking, spellings and refusals.
 
 use super::super::{ConvertError, Want};
-use super::{container, count, pairs, refuse};
-
-/// Open MPI 4.1's mapping and binding objects, narrowest first: a binding below the
-/// mapping object is chosen inside it (Open MPI's "bind downward"), one above it widens
-/// the task's binding. `die` sits between a NUMA node and a socket.
-fn level(kind: &str) -> u8 {
-    match kind {
-        "pu" => 0,
-        "core" => 1,
-        "l2cache" => 2,
-        "l3cache" => 3,
-        "numa" => 4,
-        "die" => 5,
-        "socket" => 6,
-        _ => 7,
-    }
-}
+use super::{container, count, level, pairs, refuse};
 
 /// Open MPI 4.1 (`mpirun`): `--map-by OBJ[:PE=n][:SPAN][:OVERSUBSCRIBE]`, `--map-by
 /// ppr:N:OBJ`, `--bind-to OBJ[:overload-allowed]`, `--rank-by OBJ`,
@@ -481,16 +465,13 @@ fn pe_list(
             "`--map-by {map}`: pe-list is Open MPI 5's spelling: convert with `--from ompi5`"
         ));
     }
-    let listed = list.split(',').map(|p| {
-        p.split_once('-').map_or(Some(1), |(a, b)| {
-            let (a, b) = (
-                a.trim().parse::<usize>().ok()?,
-                b.trim().parse::<usize>().ok()?,
-            );
-            Some(b.saturating_sub(a) + 1)
-        })
-    });
-    let listed: usize = listed.map(|n| n.unwrap_or(0)).sum();
+    let ranges = binder_core::cpulist::parse_ranges(list, 65_535, super::super::MAX_WORDS)
+        .map_err(|_| {
+            ConvertError(format!(
+                "`--map-by {map}`: `{list}` is not a list of core numbers (`0,2-3`)"
+            ))
+        })?;
+    let listed = ranges.values.len();
     if np.is_some_and(|np| np > listed) {
         return refuse(format!("`--map-by {map}` lists {listed} CPU(s) for {} processes, which Open MPI 5 refuses (not enough CPUs in the PE-LIST): list one for each", np.unwrap_or(0)));
     }
@@ -507,12 +488,6 @@ fn pe_list(
     } else {
         "core"
     };
-    let ranges = binder_core::cpulist::parse_ranges(list, 65_535, super::super::MAX_WORDS)
-        .map_err(|_| {
-            ConvertError(format!(
-                "`--map-by {map}`: `{list}` is not a list of core numbers (`0,2-3`)"
-            ))
-        })?;
     if ranges.repeated {
         return refuse(format!("`--map-by {map}` names a core twice; a shape's rank rules give each rank CPUs of its own"));
     }
