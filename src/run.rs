@@ -6,8 +6,8 @@ use std::io::Write;
 
 use crate::config::{Action, Config};
 use crate::error::Error;
-use binder_core::launch::ledgered::Job;
-use binder_core::launch::line::{JobKey, Requests};
+use binder_core::launch::job::JobSpec;
+use binder_core::launch::line::Requests;
 use binder_core::{identity, launch, ledger};
 use binder_plan::shape::{self, Shape};
 use binder_plan::topology::Source;
@@ -170,16 +170,18 @@ pub fn run(
     } else {
         binder_core::envelope::Envelope::allowed()
     };
-    let key = JobKey::new(
+    let spec = JobSpec::new(
+        &origin,
         &shape_bytes,
         &requests,
         site_bytes,
         &|k| env.var(k),
-        &envelope,
-    );
+        envelope,
+    )
+    .verbose(config.verbose);
     if config.verbose && matches!(config.action, Action::Launch(_)) {
         binder_core::text::emit(err, &identity.describe());
-        binder_core::text::emit(err, &envelope.describe());
+        binder_core::text::emit(err, &spec.envelope().describe());
     }
     // A launch's planner asks `nvidia-smi` about MIG entries only when it plans (not on a
     // node-cache hit); the dry-run below always plans.
@@ -188,11 +190,14 @@ pub fn run(
     if let Action::Launch(command) = &config.action {
         // Every launch runs the one launch flow: the node ledger unless it is off, the
         // node cache, the plan inside the job's allocation, hwloc's binding, exec.
-        let mut job = Job::new(&origin, &key, &identity, &envelope);
-        job.gpus_per_task = config.gpus_per_task;
-        job.verbose = config.verbose;
         return Err(front::launch(
-            &job, config, &shape, grant, env, command, err,
+            &spec.task(&identity),
+            config,
+            &shape,
+            grant,
+            env,
+            command,
+            err,
         ));
     }
     // The CLI is single-threaded and loads one topology: it may trim hwloc's plugins
@@ -211,7 +216,7 @@ pub fn run(
         topology = binder_host::for_shape(&shape, &config.source, config.gpus_per_task)?;
     }
     let topology = topology
-        .within(envelope.cpus.as_deref())
+        .within(spec.envelope().cpus.as_deref())
         .map_err(binder_plan::PlanError::from)?;
     // The job's GPUs are those its allocation grants, in a dry-run too (SEMANTICS §9).
     let mut grant = grant

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::error::Error;
 use binder_core::identity::{Env, Identity};
 use binder_core::launch::flow::{self, Front};
-use binder_core::launch::ledgered::Job;
+use binder_core::launch::job::Job;
 use binder_core::view::TaskView;
 use binder_host::around::HostPlanner;
 use binder_plan::gpu::Grant;

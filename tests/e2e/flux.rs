@@ -683,6 +683,50 @@ fn a_cpu_only_shape_keeps_flux_gpu_binding() {
     }
 }
 
+/// SEMANTICS §4.3, a default never gives a task fewer CPUs than the scheduler gave it
+/// (#63): under a one-core site default, `flux run -n1 -c2` keeps both of its cores (the
+/// default is declined in one line, Flux's binding stands) while `-c1` is bound by the
+/// default; an explicit `-o binder=` may still narrow a task. On b33dcf3 the `-c2` task
+/// ran on one CPU.
+#[test]
+fn a_default_never_narrows_a_tasks_cores() {
+    if !common::two_cpus() {
+        return;
+    }
+    let rc = site_default_rc("narrow-default", &one_core_shape().display().to_string());
+    let probe = r#"echo "$0|x|x|$(grep Cpus_allowed_list /proc/self/status | cut -f2)|${BINDER_CPUS:-unbound}""#;
+    let script = format!(
+        "RC={rc}\n\
+         flux run -n1 -c2 -o userrc=$RC sh -c '{probe}' c2\n\
+         flux run -n1 -c2 -o userrc=$RC sh -c true 2>&1 | grep -c 'fewer than the 2 the scheduler gave it' | sed 's/^/said|x|x|/; s/$/|x/'\n\
+         flux run -n1 -c1 -o userrc=$RC sh -c '{probe}' c1\n\
+         flux run -n1 -c2 -o userrc=$RC -o binder={one} sh -c '{probe}' asked\n",
+        rc = rc.display(),
+        one = one_core_shape().display(),
+    );
+    let got = instance(1, &script);
+    let _ = std::fs::remove_file(&rc);
+    let Some(got) = got else { return };
+    let by = |what: &str| {
+        got.iter()
+            .find(|(t, _)| t == what)
+            .map(|(_, r)| (r.affinity.clone(), r.cpus.clone()))
+            .unwrap_or_else(|| panic!("no {what} line: {got:?}"))
+    };
+    assert_eq!(by("c2"), ("0-1".into(), "unbound".into()), "{got:?}");
+    assert_eq!(by("said").0, "1", "one declining line: {got:?}");
+    let (c1, c1_cpus) = by("c1");
+    assert!(
+        c1 == c1_cpus && ["0", "1"].contains(&c1.as_str()),
+        "{got:?}"
+    );
+    let (asked, asked_cpus) = by("asked");
+    assert!(
+        asked == asked_cpus && ["0", "1"].contains(&asked.as_str()),
+        "{got:?}"
+    );
+}
+
 /// SEMANTICS §4.3, an option that exists does something: `-o binder={}` names no shape
 /// (and there is no default), so the task is refused with one line and 125, never run
 /// unbound; a misspelt switch value likewise. `-o binder.report` alone runs the task and

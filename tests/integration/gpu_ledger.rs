@@ -225,8 +225,9 @@ fn the_dry_run_applies_the_inherited_list_too() {
 fn steering_gives_up_a_squatters_claim_first() {
     use binder_core::envelope::Envelope;
     use binder_core::identity::{job::JobId, Identity};
-    use binder_core::launch::ledgered::{Avoid, Job, Planner};
-    use binder_core::launch::line::{JobKey, Requests};
+    use binder_core::launch::job::JobSpec;
+    use binder_core::launch::ledgered::{Avoid, Planner};
+    use binder_core::launch::line::Requests;
     use binder_core::ledger::{Claim, Holder, Scan, FORMAT};
     use binder_core::view::Packing;
     use binder_host::around::{HostPlanner, Refusal};
@@ -243,10 +244,16 @@ fn steering_gives_up_a_squatters_claim_first() {
     });
     let mut planner: HostPlanner<'_, Refusal> =
         HostPlanner::new(&shape, Grant::EVERY, &none, loader);
-    let envelope = Envelope::allowed();
-    let key = JobKey::new(SHAPE, &Requests::default(), None, &none, &envelope);
+    let spec = JobSpec::new(
+        "s.yaml",
+        SHAPE,
+        &Requests::default(),
+        None,
+        &none,
+        Envelope::allowed(),
+    );
     let identity = Identity::given(0, 1);
-    let job = Job::new("s.yaml", &key, &identity, &envelope);
+    let job = spec.task(&identity);
     let holder = |owner: u32, pid: u32, start: u64, gpus: &[&str]| Holder {
         owner,
         claim: Claim {

@@ -153,11 +153,7 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
             return -1;
         }
     };
-    let mut json: *mut c_char = std::ptr::null_mut();
-    // SAFETY: a valid handle; `json` receives an owned string or NULL.
-    let rc = unsafe { ffi::flux_shell_get_info(shell, &mut json) };
-    // SAFETY: what the call wrote.
-    let command = unsafe { answer(rc == 0, json) }.map_or_else(Vec::new, |j| shell::command_of(&j));
+    let command = shell_info(shell).map_or_else(Vec::new, |j| shell::command_of(&j));
     let command: Vec<&str> = command.iter().map(String::as_str).collect();
     *state() = match shell::noted_request_from(&|name| getopt(shell, name), &site, &command) {
         Ok((Some(request), _)) => {
@@ -220,6 +216,15 @@ pub unsafe extern "C" fn flux_plugin_init(p: Plugin) -> c_int {
     0
 }
 
+/// The shell's info JSON (`flux_shell_get_info`: the jobspec, R, the task count).
+fn shell_info(shell: ShellPtr) -> Option<String> {
+    let mut json: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a valid handle; `json` receives an owned string or NULL.
+    let rc = unsafe { ffi::flux_shell_get_info(shell, &mut json) };
+    // SAFETY: what the call wrote.
+    unsafe { answer(rc == 0, json) }
+}
+
 /// This shell's node, from its rank info.
 fn node_of(shell: ShellPtr) -> Result<Node, Refusal> {
     let mut json: *mut c_char = std::ptr::null_mut();
@@ -258,13 +263,14 @@ unsafe extern "C" fn shell_init(
     let site_default = request.site_default;
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let shape = shape.map_err(Refusal)?;
-        Shell::prepare(
-            node_of(shell)?,
-            request,
-            *shape,
-            &get,
-            &mut std::io::stderr(),
-        )
+        let node = node_of(shell)?;
+        // What Flux gave each task, which a site's default never narrows (SEMANTICS §4.3).
+        let cores = shell_info(shell).and_then(|info| shell::cores_per_slot(&info));
+        let request = Request {
+            given: shell::given(&node, cores),
+            ..request
+        };
+        Shell::prepare(node, request, *shape, &get, &mut std::io::stderr())
     }));
     *state = match prepared {
         Ok(Ok(shell)) => State::Planned(Box::new(shell)),

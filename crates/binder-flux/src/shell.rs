@@ -20,7 +20,7 @@ use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_core::launch::ledgered::Planned;
 use binder_host::around::Refusal;
-use binder_host::front::{JobShape, Kind, Planning, TaskLaunch};
+use binder_host::front::{Given, JobShape, Kind, Planning, TaskLaunch};
 
 /// The catalog a name without `/` or `.yaml` is looked up in, unless the plugin's
 /// configuration names another (the one path every front uses).
@@ -54,6 +54,40 @@ pub fn command_of(info: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The cores each task slot of the job asks for (`flux run -c N`: the jobspec's `core`
+/// count inside its `slot`, RFC 25), from the shell's info JSON; `None` where it says
+/// none or a range.
+pub fn cores_per_slot(info: &str) -> Option<usize> {
+    fn slot_cores(resources: &serde_json::Value) -> Option<u64> {
+        resources.as_array()?.iter().find_map(|r| {
+            let with = r.get("with")?;
+            if r.get("type")?.as_str()? != "slot" {
+                return slot_cores(with);
+            }
+            with.as_array()?.iter().find_map(|c| {
+                (c.get("type")?.as_str()? == "core").then(|| c.get("count")?.as_u64())?
+            })
+        })
+    }
+    let info: serde_json::Value = serde_json::from_str(info).ok()?;
+    usize::try_from(slot_cores(info.pointer("/jobspec/resources")?)?).ok()
+}
+
+/// What Flux gave each task of the job on `node`, in CPUs: `cores` per slot, at the
+/// hardware threads per core of the job's cores here (a one-core default on an SMT node
+/// gives a task of `-c 2` half its CPUs). `None` for one core, which any binding keeps.
+pub fn given(node: &Node, cores: Option<usize>) -> Option<Given> {
+    let cores = cores.filter(|&c| c > 1)?;
+    let per_core = match job_cpus(node) {
+        Ok(cpus) if !node.cores.is_empty() => (cpus.len() / node.cores.len()).max(1),
+        _ => 1,
+    };
+    Some(Given {
+        cpus: cores * per_core,
+        from: "flux run -c, the jobspec's cores per slot",
+    })
 }
 
 /// An RFC 22 idset (`0-3,5`), at most [`binder_core::identity::MAX_LOCAL_SIZE`] members.
@@ -169,10 +203,8 @@ pub struct Shell {
     pub node: Node,
     /// The request.
     pub request: Request,
-    /// The shape, its key and the GPUs the job may have here.
+    /// The shape, the job (its key and its allocation here) and the GPUs it may have.
     pub planning: Planning,
-    /// The job's allocation here.
-    pub envelope: Envelope,
     /// Every local task's view and the job's packing policy.
     pub planned: Planned,
 }
@@ -203,23 +235,15 @@ impl Shell {
             node.instance.clone(),
             "Flux's R for this node",
         );
-        let planning = Planning::new(shape, &envelope, &grant_env);
+        let planning = Planning::new(shape, envelope, &request, &grant_env);
         if request.verbose {
-            binder_core::text::emit(err, &envelope.describe());
+            binder_core::text::emit(err, &planning.spec.envelope().describe());
         }
-        let planned = planning.plan_node(
-            &node.identity(0, None),
-            &envelope,
-            &request,
-            get,
-            WHOSE,
-            err,
-        )?;
+        let planned = planning.plan_node(&node.identity(0, None), &request, get, WHOSE, err)?;
         Ok(Shell {
             node,
             request,
             planning,
-            envelope,
             planned,
         })
     }
@@ -271,7 +295,6 @@ impl Shell {
         let task = TaskLaunch {
             planning: &self.planning,
             identity: &identity,
-            envelope: &self.envelope,
             request: &self.request,
             get,
             whose: WHOSE,
@@ -369,6 +392,24 @@ mod tests {
     }
 
     const APP: [&str; 1] = ["./app"];
+
+    /// The jobspecs `flux run -n2 -c2` and `flux run -N1 -n2 --exclusive` (RFC 25, as
+    /// flux-core 0.88's `flux run --dry-run` writes them) and a range count.
+    #[test]
+    fn cores_per_slot_from_the_jobspec() {
+        let slot = |cores: &str| {
+            format!(
+                r#"{{"jobspec":{{"resources":[{{"type":"slot","count":2,"label":"task","with":[{{"type":"core","count":{cores}}}]}}],"tasks":[]}}}}"#
+            )
+        };
+        assert_eq!(cores_per_slot(&slot("2")), Some(2));
+        assert_eq!(cores_per_slot(&slot("1")), Some(1));
+        assert_eq!(cores_per_slot(&slot(r#"{"min":2}"#)), None);
+        let node = r#"{"jobspec":{"resources":[{"type":"node","count":1,"exclusive":true,"with":[{"type":"slot","count":2,"label":"task","with":[{"type":"core","count":3},{"type":"gpu","count":1}]}]}]}}"#;
+        assert_eq!(cores_per_slot(node), Some(3));
+        assert_eq!(cores_per_slot(r#"{"jobspec":{}}"#), None);
+        assert_eq!(cores_per_slot("not json"), None);
+    }
 
     #[test]
     fn requests_from_options() {

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 use binder_core::cache::launch as cache;
-use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
+use binder_core::launch::job::Job;
+use binder_core::launch::ledgered::{Avoid, Planned, Planner};
 use binder_core::launch::LaunchError;
 use binder_core::ledger::{LedgerError, LiveJob, Scan};
 use binder_core::text::printable;

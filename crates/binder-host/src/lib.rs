@@ -5,8 +5,9 @@
 //! reading a topology from this host or an XML file ([`load()`]) and a shape file
 //! ([`shape_text`]).
 //! The one front module every plugin calls ([`front`]: the site's default, the request,
-//! containers, the job's shape, the task's options).
-//! `binder-full` and both plugins use it; the `binder` executable (binder-core) does not.
+//! containers, the job's shape, the task's options). Every front, the `binder`
+//! executable's warm path included, assembles its job with binder-core's
+//! `launch::job::JobSpec`; the plugins reach it through [`front::Planning`].
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod allocation;

@@ -12,7 +12,7 @@ pub use binder_core::launch::line::shape_path;
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity, Launcher};
 use binder_host::around::Refusal;
-use binder_host::front::{Planning, TaskLaunch};
+use binder_host::front::{Given, Planning, TaskLaunch};
 
 use binder_host::front::{Ask, JobShape, Kind};
 pub use binder_host::front::{Decision, Request};
@@ -259,15 +259,18 @@ pub fn bind(
 ) -> Result<Vec<(String, String)>, Refusal> {
     let identity = items.identity();
     let envelope = Envelope::here(&identity, get);
-    let planning = Planning::new(JobShape::at(path, get)?, &envelope, get);
+    let request = Request {
+        given: cpus_per_task(get),
+        ..request.clone()
+    };
+    let planning = Planning::new(JobShape::at(path, get)?, envelope, &request, get);
     if request.verbose {
-        binder_core::text::emit(err, &envelope.describe());
+        binder_core::text::emit(err, &planning.spec.envelope().describe());
     }
     let task = TaskLaunch {
         planning: &planning,
         identity: &identity,
-        envelope: &envelope,
-        request,
+        request: &request,
         get,
         whose: "slurmstepd's",
         planned: None,
@@ -276,10 +279,32 @@ pub fn bind(
     binder_host::front::launch(&task, &SpankEnv { get, items }, err)
 }
 
+/// The CPUs Slurm gave each task (`srun -c N`: `SLURM_CPUS_PER_TASK`), which a site's
+/// default never narrows.
+fn cpus_per_task(get: &dyn Fn(&str) -> Option<String>) -> Option<Given> {
+    let cpus = get("SLURM_CPUS_PER_TASK")?.trim().parse().ok()?;
+    (cpus > 1).then_some(Given {
+        cpus,
+        from: "SLURM_CPUS_PER_TASK",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    /// `srun -c 2` gives each task two CPUs, which a default never narrows; `-c 1` (or
+    /// none, or a value Slurm never writes) gives nothing to keep.
+    #[test]
+    fn slurms_cpus_per_task() {
+        let env =
+            |v: &'static str| move |k: &str| (k == "SLURM_CPUS_PER_TASK").then(|| v.to_owned());
+        assert_eq!(cpus_per_task(&env("2")).map(|g| g.cpus), Some(2));
+        assert_eq!(cpus_per_task(&env("1")), None);
+        assert_eq!(cpus_per_task(&env("two")), None);
+        assert_eq!(cpus_per_task(&|_| None), None);
+    }
 
     #[test]
     fn names_and_paths() {

@@ -13,7 +13,8 @@
 
 use std::io::Write;
 
-use super::ledgered::{self, Job, Planner, Stopped};
+use super::job::Job;
+use super::ledgered::{self, Planner, Stopped};
 use crate::identity::job::job_of;
 use crate::identity::Env;
 use crate::ledger::{others, store, Ledger, LedgerError};

@@ -20,55 +20,14 @@ use std::time::{Duration, Instant};
 
 use super::LaunchError;
 use crate::identity::job::{job_of, JobId};
-use crate::identity::{Env, Identity};
+use crate::identity::Env;
 use crate::ledger::store::{Guard, Own};
 use crate::ledger::{self, Claim, JobPlan, Ledger, LedgerError, Scan, Verdict};
 use crate::procfs::{Procs, RealOnce};
 use crate::view::Packing;
 use crate::view::TaskView;
 
-/// What a launch plans: the ledger's key and this task.
-#[derive(Debug, Clone, Copy)]
-pub struct Job<'a> {
-    /// Where the shape came from (a path, `--ge`), for messages.
-    pub origin: &'a str,
-    /// The text the plan is keyed by ([`super::line::JobKey`]): private, so that a job
-    /// is only made by [`Job::new`] from a key that holds its envelope.
-    text: &'a str,
-    /// Which task of how many this is.
-    pub identity: &'a Identity,
-    /// `--gpus-per-task`, which changes the plan.
-    pub gpus_per_task: Option<usize>,
-    /// `--verbose`: say on stderr what the ledger decided.
-    pub verbose: bool,
-    /// The job's allocation on this node (SEMANTICS §4.1), which every plan stays in.
-    pub envelope: &'a crate::envelope::Envelope,
-}
-
-impl<'a> Job<'a> {
-    /// Task `identity` of the job keyed by `key`, inside `envelope` (the one both came
-    /// from); `origin` names the shape in messages. Not verbose, no `--gpus-per-task`.
-    pub fn new(
-        origin: &'a str,
-        key: &'a super::line::JobKey,
-        identity: &'a Identity,
-        envelope: &'a crate::envelope::Envelope,
-    ) -> Job<'a> {
-        Job {
-            origin,
-            text: key.as_str(),
-            identity,
-            gpus_per_task: None,
-            verbose: false,
-            envelope,
-        }
-    }
-
-    /// The text the plan is keyed by.
-    pub fn text(&self) -> &'a str {
-        self.text
-    }
-}
+use super::job::Job;
 
 /// Units of the launching job's own running ranks, which a re-plan of its other ranks
 /// must leave to them.
@@ -210,7 +169,9 @@ pub fn claim<'l, P: Planner>(
         ledger,
         key: format!(
             "{}\n#size:{}\n#gpus:{:?}",
-            job.text, job.identity.size, job.gpus_per_task
+            job.text(),
+            job.identity.size,
+            job.gpus_per_task
         ),
         job,
         procs: &procs,

@@ -178,8 +178,9 @@ pub struct JobKey(String);
 
 impl JobKey {
     /// The key of a job that runs `shape` (its bytes) with `requests`, the site file's
-    /// bytes, the GPU variables `env` gives, inside `envelope`.
-    pub fn new(
+    /// bytes, the GPU variables `env` gives, inside `envelope`: made only by
+    /// [`super::job::JobSpec::new`], the one job assembly.
+    pub(super) fn new(
         shape: &str,
         requests: &Requests,
         site: Option<&str>,

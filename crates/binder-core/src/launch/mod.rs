@@ -9,6 +9,7 @@
 pub mod affinity;
 pub mod env;
 pub mod flow;
+pub mod job;
 pub mod ledgered;
 pub mod line;
 pub mod omp;

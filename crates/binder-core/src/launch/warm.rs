@@ -12,8 +12,9 @@
 use std::io::Write;
 
 use super::flow::{self, Front};
-use super::ledgered::{Avoid, Job, Planned, Planner};
-use super::line::{site_text, JobKey, LaunchLine, Requests};
+use super::job::{Job, JobSpec};
+use super::ledgered::{Avoid, Planned, Planner};
+use super::line::{site_text, LaunchLine, Requests};
 use super::{exec, prepare_cached, Options};
 use crate::cache::launch as cache;
 use crate::envelope::Envelope;
@@ -138,10 +139,9 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
         return Stop::HandOver;
     };
     let site = site.as_ref().map(|(_, text)| text.as_str());
-    let envelope = Envelope::here(&identity, &get);
-    let key = JobKey::new(&shape, &Requests::default(), site, &get, &envelope);
     let origin = crate::text::printable(&path.display().to_string(), 200);
-    let job = Job::new(&origin, &key, &identity, &envelope);
+    let envelope = Envelope::here(&identity, &get);
+    let job = JobSpec::new(&origin, &shape, &Requests::default(), site, &get, envelope);
     let mut front = Warm {
         env: &get,
         line,
@@ -150,7 +150,7 @@ pub fn warm(line: &LaunchLine, report: bool, env: &dyn Env, err: &mut impl Write
     };
     // (The flow says its warnings only when the task runs here: a hand-over runs the
     // flow again in binder-full, which says them then.)
-    match flow::launch(&job, env, &mut front, err) {
+    match flow::launch(&job.task(&identity), env, &mut front, err) {
         Ok(vars) => Stop::Refused(exec(&line.command, &vars, &[]).into()),
         Err(e) => e,
     }

@@ -1,4 +1,4 @@
-//! The one front module every front calls (SEMANTICS §4.2-§4.3): what a plugin decides
+//! The one front module every plugin calls (SEMANTICS §4.2-§4.3): what a plugin decides
 //! about a task, decided once and alike for Slurm's SPANK plugin and Flux's shell plugin,
 //! so that each plugin keeps only its FFI, how it learns the task's identity, and its
 //! envelope.
@@ -100,6 +100,19 @@ pub struct Request {
     /// The shape is the site's default, not the user's: a refusal leaves the task to the
     /// launcher's own binding instead of failing it.
     pub site_default: bool,
+    /// The CPUs the scheduler gave each task, where the plugin knows (`srun -c N`, `flux
+    /// run -c N`): a site's default that would give a task fewer is declined.
+    pub given: Option<Given>,
+}
+
+/// The CPUs a scheduler gave each task of a job, and where it says so (for the line
+/// that declines a default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Given {
+    /// How many CPUs (hardware threads).
+    pub cpus: usize,
+    /// Where the count comes from: `SLURM_CPUS_PER_TASK`, Flux's jobspec.
+    pub from: &'static str,
 }
 
 /// What kind of process the launcher is about to start (SEMANTICS §4.3).
@@ -192,6 +205,7 @@ impl Ask<'_> {
                 report: self.report,
                 verbose: self.verbose,
                 site_default,
+                given: None,
             })
         };
         match (self.asked, self.kind) {

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use binder_core::envelope::Envelope;
 use binder_core::identity::{Env, Identity};
 use binder_core::launch::flow::{self, Front};
-use binder_core::launch::ledgered::{Avoid, Job, Planned, Planner};
-use binder_core::launch::line::{shape_path, site_text, JobKey, Requests};
+use binder_core::launch::job::{Job, JobSpec};
+use binder_core::launch::ledgered::{Avoid, Planned, Planner};
+use binder_core::launch::line::{shape_path, site_text, Requests};
 use binder_core::launch::Options;
 use binder_core::ledger::Scan;
 use binder_core::view::TaskView;
@@ -117,35 +118,51 @@ const HWLOC_INPUTS: [&str; 7] = [
     "HWLOC_COMPONENTS",
 ];
 
-/// What planning a job needs besides its tasks: its shape, the key its plan is found by
-/// (the node cache's and the ledger's) and the GPUs its allocation grants.
+/// What planning a job needs besides its tasks: its shape, the job as every front
+/// assembles it (the key its plan is found by, the envelope it stays in: [`JobSpec`]) and
+/// the GPUs its allocation grants.
 #[derive(Debug, Clone)]
 pub struct Planning {
     /// The shape.
     pub shape: JobShape,
-    /// The plan's key.
-    pub key: JobKey,
+    /// The job: its key and its envelope.
+    pub spec: JobSpec,
     /// The GPUs the job may have.
     pub grant: Grant,
 }
 
 impl Planning {
-    /// For `shape` inside `envelope`; `get` is the environment the GPU allocation is read
-    /// from (the job's, or the step's where a launcher rewrote each task's).
+    /// For `shape` inside `envelope` (`request` says whether the job is verbose); `get`
+    /// is the environment the GPU allocation is read from (the job's, or the step's
+    /// where a launcher rewrote each task's).
     pub fn new(
         shape: JobShape,
-        envelope: &Envelope,
+        envelope: Envelope,
+        request: &Request,
         get: &dyn Fn(&str) -> Option<String>,
     ) -> Planning {
-        let key = JobKey::new(
+        let spec = JobSpec::new(
+            &shape.origin,
             &shape.text,
             &Requests::default(),
             shape.site_text(),
             get,
             envelope,
-        );
+        )
+        .verbose(request.verbose);
         let grant = Grant::from_env(get).by_uuid(shape.shape.options.gpu_ids == Some(GpuIds::Uuid));
-        Planning { shape, key, grant }
+        Planning { shape, spec, grant }
+    }
+
+    /// The host planner of a plugin's task: hwloc's topology of this host, loaded with
+    /// the job's environment `get` (whose variables a refusal names as `whose`).
+    fn planner<'p>(
+        &'p self,
+        get: &'p dyn Fn(&str) -> Option<String>,
+        whose: &'static str,
+    ) -> HostPlanner<'p, Refusal> {
+        let loader = Box::new(move |s: &Shape| crate::plugin_host(s, whose));
+        HostPlanner::new(&self.shape.shape, self.grant.clone(), get, loader)
     }
 
     /// The job's plan for every local task (`identity` is any of them), from the node
@@ -154,18 +171,18 @@ impl Planning {
     pub fn plan_node(
         &self,
         identity: &Identity,
-        envelope: &Envelope,
         request: &Request,
         get: &dyn Fn(&str) -> Option<String>,
         whose: &'static str,
         err: &mut impl Write,
     ) -> Result<Planned, Refusal> {
-        let mut job = Job::new(&self.shape.origin, &self.key, identity, envelope);
-        job.verbose = request.verbose;
-        let loader = Box::new(move |s: &Shape| crate::plugin_host(s, whose));
-        let mut planner: HostPlanner<'_, Refusal> =
-            HostPlanner::new(&self.shape.shape, self.grant.clone(), get, loader);
-        planner.plain(&job, err)
+        let planned = self
+            .planner(get, whose)
+            .plain(&self.spec.task(identity), err)?;
+        for view in &planned.0 {
+            never_fewer(request, view)?;
+        }
+        Ok(planned)
     }
 }
 
@@ -175,8 +192,6 @@ pub struct TaskLaunch<'a> {
     pub planning: &'a Planning,
     /// The task.
     pub identity: &'a Identity,
-    /// The job's allocation here.
-    pub envelope: &'a Envelope,
     /// The request (report, verbose).
     pub request: &'a Request,
     /// The job's environment.
@@ -199,25 +214,11 @@ pub fn launch(
     err: &mut impl Write,
 ) -> Result<Vec<(String, String)>, Refusal> {
     let planning = task.planning;
-    let mut job = Job::new(
-        &planning.shape.origin,
-        &planning.key,
-        task.identity,
-        task.envelope,
-    );
-    job.verbose = task.request.verbose;
-    let whose = task.whose;
-    let loader = Box::new(move |s: &Shape| crate::plugin_host(s, whose));
     let mut front = TaskFront {
-        planner: HostPlanner::new(
-            &planning.shape.shape,
-            planning.grant.clone(),
-            task.get,
-            loader,
-        ),
+        planner: planning.planner(task.get, task.whose),
         task,
     };
-    flow::launch(&job, env, &mut front, err)
+    flow::launch(&planning.spec.task(task.identity), env, &mut front, err)
 }
 
 /// A plugin task's front on the launch flow: the host planner (or the plan made
@@ -279,21 +280,7 @@ impl Front for TaskFront<'_> {
                 )));
             }
         }
-        // A site's default never gives a task fewer CPUs than the scheduler gave it
-        // (SEMANTICS §4.3: `srun -c 2 bash` under `default=one-core` ran `make -j2` on one
-        // CPU): it is declined, and the scheduler's binding stands.
-        if let (true, true, Some(given)) = (
-            task.request.site_default,
-            view.is_bound(),
-            cpus_per_task(task.get),
-        ) {
-            if view.cpus.len() < given {
-                return Err(Refusal(format!(
-                    "it gives this task {} cpu(s), fewer than the {given} the scheduler gave it (SLURM_CPUS_PER_TASK)",
-                    view.cpus.len()
-                )));
-            }
-        }
+        never_fewer(task.request, view)?;
         // hwloc's topology only for `membind` (the kernel binds CPUs without it).
         let topology: Option<Topology> = match view.membind {
             None => None,
@@ -361,12 +348,20 @@ pub fn resolve_shape(
     )))
 }
 
-/// The CPUs the scheduler gave each task, where it says (`srun -c N`: Slurm's
-/// `SLURM_CPUS_PER_TASK`).
-fn cpus_per_task(get: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
-    get("SLURM_CPUS_PER_TASK")?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&n| n > 1)
+/// A site's default never gives a task fewer CPUs than the scheduler gave it (SEMANTICS
+/// §4.3: `srun -c 2 bash` under `default=one-core` ran `make -j2` on one CPU, and so did
+/// `flux run -c 2`): it is declined, and the scheduler's binding stands. An explicit
+/// request may narrow a task; the plugin says what the scheduler gave ([`Request::given`]).
+fn never_fewer(request: &Request, view: &TaskView) -> Result<(), Refusal> {
+    match request.given {
+        Some(given) if request.site_default && view.is_bound() && view.cpus.len() < given.cpus => {
+            Err(Refusal(format!(
+                "it gives this task {} cpu(s), fewer than the {} the scheduler gave it ({})",
+                view.cpus.len(),
+                given.cpus,
+                given.from
+            )))
+        }
+        _ => Ok(()),
+    }
 }
