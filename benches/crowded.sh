@@ -2,10 +2,13 @@
 # A launch's cost beside many idle processes, after a quiet spell (#62, SEMANTICS §13.5):
 # in a private PID namespace with its own /proc, N idle processes (default 2,000: what a
 # 2-socket node's kernel threads number) owned by OWNER (default root; a user name for
-# another user's), then, interleaved (benches/interleave.py) with GAP seconds before each
-# run (default 0.3: past the 250 ms a launch's look at the kernel is shared for),
-# `taskset -c 0 true` against the first task of a new job (`@session binder SHAPE --
-# true`), ledger on and off. The node cache is warm; cache and ledger are on tmpfs.
+# another user's), then, interleaved (benches/interleave.py), `taskset -c 0 true` against
+# the first task of a new job (`@session binder SHAPE -- true`), ledger on and off, for
+# each SPACING (default "0.3 1.2": seconds between binder's launches, each past the 250 ms
+# a look at the kernel is shared for; a third of it passes before every run). Within
+# 419 ms of the last look (a pid_max of 4,194,304: systemd's, and a new PID namespace's
+# since Linux 6.14) a look reads only what changed; past it, it lists /proc. The node
+# cache is warm; cache and ledger are on tmpfs.
 #
 #   sudo benches/crowded.sh [N] [ROUNDS]      (root: namespaces, and processes of OWNER)
 set -euo pipefail
@@ -32,15 +35,19 @@ echo "processes in this namespace: $(ls /proc | grep -c '^[0-9]')"
 bin=$prefix/binder
 shape=shapes/cores-packed.yaml
 $bin $shape -- true
-out=$(GAP=${GAP:-0.3} benches/interleave.py "$rounds" \
-  "taskset -c 0 true" \
-  "@session $bin $shape -- true" \
-  "@session BINDER_LEDGER=off $bin $shape -- true")
-python3 - "$out" "$bin" "$n" "$owner" <<'PY'
+echo "pid_max $(cat /proc/sys/kernel/pid_max)"
+for spacing in ${SPACINGS:-0.3 1.2}; do
+  gap=$(python3 -c "print($spacing / 3)")
+  out=$(GAP=$gap benches/interleave.py "$rounds" \
+    "taskset -c 0 true" \
+    "@session $bin $shape -- true" \
+    "@session BINDER_LEDGER=off $bin $shape -- true")
+  python3 - "$out" "$bin" "$n" "$owner" "$spacing" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
 base = r["taskset -c 0 true"]["wall"]
-print(f"beside {sys.argv[3]} idle processes of {sys.argv[4]}, each run after a quiet spell:")
+print(f"beside {sys.argv[3]} idle processes of {sys.argv[4]}, binder's launches {sys.argv[5]} s apart:")
 for cmd, t in r.items():
     print(f"  {t['wall']*1000:7.2f} ms  {t['wall']/base:5.2f}x  {cmd.replace(sys.argv[2], 'binder')}")
 PY
+done

@@ -480,6 +480,43 @@ fn a_binding_that_has_ended_refuses_nobody() {
     }
 }
 
+/// SEMANTICS §13.5, a look that lists no `/proc` misses no process (#62): 300 ms after
+/// alice's last look, her launch reads only the processes that look found and the PIDs
+/// handed out since (where `pid_max` leaves time for no wrap: 419 ms at 4,194,304); a
+/// threaded process mallory started since, bound to one CPU, and an old one of hers
+/// that bound itself since, each send alice's task to the other CPU.
+#[test]
+fn a_look_without_a_listing_misses_no_process() {
+    let Some((out, err)) = two_cpu_scenario("unlisted") else {
+        return;
+    };
+    let pid_max: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pid_max "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    eprintln!(
+        "pid_max {pid_max}: looks within {} ms of the last read only what changed",
+        pid_max.saturating_sub(300) / 10_000
+    );
+    for t in 1..=6 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("mallory {t} ")))
+            .unwrap_or_else(|| panic!("no round {t}:\n{out}\n{err}"));
+        let cpu: usize = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("cpu="))
+            .and_then(|c| c.parse().ok())
+            .unwrap();
+        let alice = cpus_of(&out, &err, "alice", &format!("after{t}"));
+        assert!(
+            !alice.contains(&cpu),
+            "round {t}: alice on mallory's CPU {cpu} ({line}):\n{out}\n{err}"
+        );
+    }
+}
+
 /// SEMANTICS §13.4, a momentary binding steers and never refuses: mallory's process is
 /// bound to every CPU bob's job does not hold half the time (5 ms on, 5 ms off); each of
 /// alice's 12 launches runs (it refused 8 of 20 before), and none on bob's CPU.

@@ -409,6 +409,54 @@ for i in range(5000):
     sleep 0.4
   done
   ;;
+unlisted)
+  # SEMANTICS §13.5, a look that lists no /proc misses no process: alice's first launch
+  # looks at the node; then mallory binds to the CPU alice's task had (where her next
+  # would go again), by a new threaded process (odd rounds: its PIDs are handed out after
+  # alice's look) or by an old one that was unbound at that look (even rounds); alice's
+  # next launch, 300 ms after her first (past the shared look, within the window where a
+  # look reads only what changed), must run on the other CPU. TRIALS rounds.
+  echo "pid_max $(cat /proc/sys/kernel/pid_max)"
+  for t in $(seq "${TRIALS:-6}"); do
+    rm -f "$scratch/ugo" "$scratch/ubound"
+    EXTRA=("GO=$scratch/ugo" "BOUND=$scratch/ubound")
+    if [ $(( t % 2 )) = 0 ]; then
+      as mallory python3 -c '
+import os, time
+while not os.path.exists(os.environ["BOUND"] + ".go"):
+    time.sleep(0.001)
+os.sched_setaffinity(0, {int(open(os.environ["GO"]).read())})
+open(os.environ["BOUND"], "w").close()
+time.sleep(30)' &
+      sleep 0.1
+    fi
+    t0=$(now_ms)
+    EXTRA=()
+    run alice "look$t" 0.1
+    cpu=$(cat "$scratch/look$t.cpus")
+    EXTRA=("BOUND=$scratch/ubound")
+    if [ $(( t % 2 )) = 1 ]; then
+      as mallory setsid taskset -c "$cpu" python3 -c '
+import os, threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+open(os.environ["BOUND"], "w").close()
+time.sleep(30)' &
+    else
+      echo "$cpu" >"$scratch/ugo"
+      touch "$scratch/ubound.go"
+    fi
+    EXTRA=()
+    for _ in $(seq 300); do [ -e "$scratch/ubound" ] && break; sleep 0.001; done
+    left=$(( 300 - ($(now_ms) - t0) ))
+    [ "$left" -gt 0 ] && sleep "0.$(printf '%03d' "$left")"
+    run alice "after$t" 0.1
+    echo "mallory $t cpu=$cpu gap=$(( $(now_ms) - t0 ))"
+    pkill -u binder-mallory python3 2>/dev/null
+    rm -f "$scratch/ubound.go"
+    sleep 0.5
+  done
+  ;;
 ended)
   # SEMANTICS §13.4, a refusal on a fresh look: bob holds a CPU; mallory's process is
   # bound to every other CPU while alice's first launch looks (alice is refused: every

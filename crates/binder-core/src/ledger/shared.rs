@@ -51,12 +51,12 @@ pub(crate) fn look(
     }
     // Root's long-lived processes the last look found are not looked at one by one
     // again (`crate::procfs::settled`, SEMANTICS §13.5).
-    let before = read_aged(dir, ROOTS_NAME, me, Duration::MAX)
-        .map_or_else(Settled::default, |(text, _)| Settled::parse(&text));
+    let before = read_aged_bytes(dir, ROOTS_NAME, me, Duration::MAX)
+        .map_or_else(Settled::default, |(bytes, _)| Settled::parse(&bytes));
     let (view, after) = KernelView::look_settled(procs, me, &before)?;
     write(dir, &view);
     if after != before {
-        replace(dir, ROOTS_NAME, &after.text());
+        replace(dir, ROOTS_NAME, &after.bytes());
     }
     Some(view)
 }
@@ -78,6 +78,17 @@ fn read_fresh(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<S
 
 /// [`read_fresh`], with the file's age.
 fn read_aged(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<(String, Duration)> {
+    let (bytes, age) = read_aged_bytes(dir, name, me, fresh)?;
+    Some((String::from_utf8(bytes).ok()?, age))
+}
+
+/// [`read_aged`], as bytes.
+fn read_aged_bytes(
+    dir: &impl AsFd,
+    name: &str,
+    me: u32,
+    fresh: Duration,
+) -> Option<(Vec<u8>, Duration)> {
     let fd = rfs::openat(
         dir,
         name,
@@ -102,12 +113,12 @@ fn read_aged(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<(S
     if age >= fresh {
         return None;
     }
-    let mut text = String::new();
+    let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0) + 1);
     std::fs::File::from(fd)
         .take(MAX_BYTES)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .ok()?;
-    Some((text, age))
+    Some((bytes, age))
 }
 
 /// The name of the shared read of the ledger root in the user's own directory.
@@ -169,7 +180,7 @@ pub(crate) fn write_root(dir: &impl AsFd, read: &RootRead) {
     for name in &read.dirs {
         text.push_str(&format!("dir {name}\n"));
     }
-    replace(dir, ROOT_NAME, &text);
+    replace(dir, ROOT_NAME, text.as_bytes());
 }
 
 /// A view from the file's text (see the module doc).
@@ -219,13 +230,13 @@ fn write(dir: &impl AsFd, view: &KernelView) {
             crate::cpulist::cpu_list(&seen.cpus)
         ));
     }
-    replace(dir, NAME, &text);
+    replace(dir, NAME, text.as_bytes());
 }
 
 /// Writes `text` as the file `name` of this user's directory: under a private name, then
 /// renamed into place, so a reader sees the old file or the new one. A failure costs the
 /// next launches a look of their own.
-fn replace(dir: &impl AsFd, name: &str, text: &str) {
+fn replace(dir: &impl AsFd, name: &str, bytes: &[u8]) {
     let tmp = format!("{name}.{}", std::process::id());
     let Ok(fd) = rfs::openat(
         dir,
@@ -236,9 +247,7 @@ fn replace(dir: &impl AsFd, name: &str, text: &str) {
         return;
     };
     let mut file = std::fs::File::from(fd);
-    if file.write_all(text.as_bytes()).is_err()
-        || rfs::renameat(dir, tmp.as_str(), dir, name).is_err()
-    {
+    if file.write_all(bytes).is_err() || rfs::renameat(dir, tmp.as_str(), dir, name).is_err() {
         let _ = rfs::unlinkat(dir, tmp.as_str(), rfs::AtFlags::empty());
     }
 }

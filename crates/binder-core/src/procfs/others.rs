@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
-use super::settled::{self, Settled};
+use super::settled::{self, Mark, Settled};
 use super::{affinity, Other, MAX_THREADS};
 
 /// The most processes looked at (a node's `pid_max` is at most 4,194,304; far fewer run).
@@ -35,26 +35,82 @@ pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
 }
 
 /// [`others`], skipping root's long-lived processes `before` remembers (see
-/// [`super::settled`]), with what this look found of root's processes for the next one.
+/// [`super::settled`]), with what this look found for the next one: without listing
+/// `/proc` where `before`'s mark shows that no PID was handed out twice since.
 pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, Settled)> {
     let now = settled::now_ms();
     let mut after = Settled::default();
+    // Read before the look: a process started during it has a later PID, which the next
+    // look reads.
+    after.mark = Mark::read(now);
+    let since = after
+        .mark
+        .zip(before.mark)
+        .and_then(|(now_mark, then)| now_mark.follows(&then));
     let mut out = Vec::new();
-    let skip = |pid: u32, ino: u64| before.skips(pid, ino, now);
-    each_process_skipping(skip, |proc, pid, ino, task, st| match st {
+    let mut each = |proc: &OwnedFd, pid: u32, ino: u64, task: &str, st: Option<&rfs::Stat>| match st
+    {
         None => after.keep(before, pid),
         Some(st) if st.st_uid == 0 => after.root(before, pid, ino, now),
-        Some(st) if st.st_uid == me => {}
+        Some(st) if st.st_uid == me => {
+            if leads(proc, pid, task, st) {
+                after.user(pid);
+            }
+        }
         Some(st) => {
             if let Some(other) = one(proc, pid, task, st) {
                 out.push(other);
+                after.user(pid);
             }
         }
-    })?;
+    };
+    match since {
+        Some(new) => each_known(before, new, now, &mut each)?,
+        None => each_process_skipping(|pid, ino| before.skips(pid, ino, now), each)?,
+    }
     Some((out, after))
 }
 
-/// A process of another user, with every thread's affinity (`None` when it ended).
+/// Calls `each` as [`each_process_skipping`] does, without listing `/proc`: for the
+/// processes `before` found (root's it may skip now with no status), and the PIDs `new`
+/// handed out since (a thread's among them is no process: [`one`] drops it).
+fn each_known(
+    before: &Settled,
+    new: std::ops::RangeInclusive<u32>,
+    now: u64,
+    mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
+) -> Option<()> {
+    let proc = rfs::openat(
+        rfs::CWD,
+        "/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut pids: BTreeSet<u32> = before.users().collect();
+    for (pid, skip) in before.roots(now) {
+        if skip {
+            each(&proc, pid, 0, "", None);
+        } else {
+            pids.insert(pid);
+        }
+    }
+    pids.extend(new);
+    for pid in pids {
+        let task = format!("{pid}/task");
+        let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
+            continue;
+        };
+        // A remembered root process keeps the inode number it was listed under (no PID
+        // was reused since); a new one has none until a listing gives it one.
+        each(&proc, pid, before.ino(pid).unwrap_or(0), &task, Some(&st));
+    }
+    Some(())
+}
+
+/// A process of another user, with every thread's affinity (`None` when it ended, or
+/// when `pid` is a thread of another process: `/proc/TID` answers for a thread too, and
+/// a process's thread listing starts with its leader).
 fn one(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
     // `st_nlink` is u64 on x86_64 but u32 on other targets.
     #[allow(clippy::useless_conversion)]
@@ -62,12 +118,42 @@ fn one(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
     let threads: Vec<Vec<usize>> = if count <= 1 {
         affinity(Some(pid)).into_iter().collect()
     } else {
-        threads(proc, task)
+        let (leader, threads) = threads(proc, task);
+        if leader.is_some_and(|l| l != pid) {
+            return None;
+        }
+        threads
     };
     (!threads.is_empty()).then_some(Other {
         pid,
         uid: st.st_uid,
         threads,
+    })
+}
+
+/// Whether `pid` (listed as `task`, with that directory's status `st`) is a process and
+/// not another's thread: a single-threaded one is its own leader, and a process's thread
+/// listing starts with its leader.
+fn leads(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> bool {
+    // `st_nlink` is u64 on x86_64 but u32 on other targets.
+    #[allow(clippy::useless_conversion)]
+    let count = u64::from(st.st_nlink).saturating_sub(2);
+    if count <= 1 {
+        return true;
+    }
+    let Ok(dir) = rfs::openat(
+        proc,
+        task,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    rfs::Dir::new(dir).is_ok_and(|listing| {
+        listing
+            .map_while(Result::ok)
+            .find_map(|e| number(e.file_name()))
+            == Some(pid)
     })
 }
 
@@ -84,7 +170,7 @@ fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
         let threads = if count <= 1 {
             affinity(Some(pid)).into_iter().collect()
         } else {
-            threads(proc, task)
+            threads(proc, task).1
         };
         if !threads.is_empty() {
             out.push(Other {
@@ -159,25 +245,27 @@ fn each_process_skipping(
     Some(())
 }
 
-/// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]).
-fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> Vec<Vec<usize>> {
+/// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]), with the
+/// first thread listed (its leader).
+fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> (Option<u32>, Vec<Vec<usize>>) {
     let Ok(dir) = rfs::openat(
         proc,
         task,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     ) else {
-        return Vec::new();
+        return (None, Vec::new());
     };
     let Ok(listing) = rfs::Dir::new(dir) else {
-        return Vec::new();
+        return (None, Vec::new());
     };
-    listing
+    let tids: Vec<u32> = listing
         .take(MAX_THREADS + 2)
         .map_while(Result::ok)
         .filter_map(|e| number(e.file_name()))
-        .filter_map(|tid| affinity(Some(tid)))
-        .collect()
+        .collect();
+    let threads = tids.iter().filter_map(|&tid| affinity(Some(tid))).collect();
+    (tids.first().copied(), threads)
 }
 
 /// A `/proc` entry's name as a PID, when it is one.
