@@ -80,13 +80,7 @@ fn each_known(
     now: u64,
     mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
 ) -> Option<()> {
-    let proc = rfs::openat(
-        rfs::CWD,
-        "/proc",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+    let proc = open_dir(&rfs::CWD, "/proc")?;
     let mut pids: BTreeSet<u32> = before.users().collect();
     for (pid, skip) in before.roots(now) {
         if skip {
@@ -141,12 +135,7 @@ fn leads(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> bool {
     if count <= 1 {
         return true;
     }
-    let Ok(dir) = rfs::openat(
-        proc,
-        task,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
+    let Some(dir) = open_dir(proc, task) else {
         return false;
     };
     rfs::Dir::new(dir).is_ok_and(|listing| {
@@ -216,13 +205,7 @@ fn each_process_skipping(
     skip: impl Fn(u32, u64) -> bool,
     mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
 ) -> Option<()> {
-    let proc = rfs::openat(
-        rfs::CWD,
-        "/proc",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+    let proc = open_dir(&rfs::CWD, "/proc")?;
     let mut listing = rfs::Dir::read_from(&proc).ok()?;
     for entry in listing.by_ref().take(MAX_PROCESSES) {
         let Ok(entry) = entry else {
@@ -248,12 +231,7 @@ fn each_process_skipping(
 /// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]), with the
 /// first thread listed (its leader).
 fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> (Option<u32>, Vec<Vec<usize>>) {
-    let Ok(dir) = rfs::openat(
-        proc,
-        task,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
+    let Some(dir) = open_dir(proc, task) else {
         return (None, Vec::new());
     };
     let Ok(listing) = rfs::Dir::new(dir) else {
@@ -266,6 +244,17 @@ fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> (Option<u32>, Vec<Vec<us
         .collect();
     let threads = tids.iter().filter_map(|&tid| affinity(Some(tid))).collect();
     (tids.first().copied(), threads)
+}
+
+/// The directory `path` (relative to `at`), opened to be listed.
+fn open_dir(at: &impl rustix::fd::AsFd, path: &str) -> Option<OwnedFd> {
+    rfs::openat(
+        at,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
 }
 
 /// A `/proc` entry's name as a PID, when it is one.

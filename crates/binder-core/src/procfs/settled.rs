@@ -324,7 +324,9 @@ mod tests {
             ..then
         };
         assert_eq!(at(1010, 300).follows(&then), Some(1001..=1010));
-        assert!(at(1000, 418).follows(&then).is_some_and(|new| new.is_empty()));
+        assert!(at(1000, 418)
+            .follows(&then)
+            .is_some_and(|new| new.is_empty()));
         assert_eq!(at(1000, 419).follows(&then), None, "past the window");
         assert_eq!(at(999, 10).follows(&then), None, "the counter went back");
         assert_eq!(
