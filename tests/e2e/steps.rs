@@ -339,20 +339,32 @@ pub(super) fn multi_prog_contexts(slurm: &Slurm) {
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("multi.conf");
     let binder = common::binder_exe();
-    std::fs::write(
-        &conf,
-        format!(
-            "0 {binder} shapes/cores-packed.yaml -- true\n1 {binder} shapes/cores-scatter.yaml -- true\n"
-        ),
-    )
-    .unwrap();
-    for run in 0..50 {
-        let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
-            .arg(&conf)
-            .output()
-            .unwrap();
-        let all = text(&out);
-        assert!(!out.status.success(), "run {run}: both contexts ran: {all}");
+    // Runs `srun -n2 --multi-prog` of the file whose contexts run `shapes` through the
+    // wrapper, with `command`, `runs` times; each run's exit and output.
+    let multi = |shapes: [&str; 2], command: &str, runs: usize| {
+        std::fs::write(
+            &conf,
+            format!(
+                "0 {binder} shapes/{}.yaml -- {command}\n1 {binder} shapes/{}.yaml -- {command}\n",
+                shapes[0], shapes[1]
+            ),
+        )
+        .unwrap();
+        (0..runs)
+            .map(|_| {
+                let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
+                    .arg(&conf)
+                    .output()
+                    .unwrap();
+                (out.status.success(), text(&out))
+            })
+            .collect::<Vec<_>>()
+    };
+    for (run, (ran, all)) in multi(["cores-packed", "cores-scatter"], "true", 50)
+        .into_iter()
+        .enumerate()
+    {
+        assert!(!ran, "run {run}: both contexts ran: {all}");
         assert!(
             all.lines().any(|l| l.starts_with("binder: local rank ")
                 && l.contains("another shape")
@@ -362,39 +374,25 @@ pub(super) fn multi_prog_contexts(slurm: &Slurm) {
     }
     // Contexts of one shape: one plan, each rank on its own CPUs (under a default too, which
     // stays out of a context that runs the wrapper: 23e2c73 refused 11 of 12 such runs).
+    let probe = "sh -c 'echo \"cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'";
+    for (run, (ran, all)) in multi(["cores-packed", "cores-packed"], probe, 10)
+        .into_iter()
+        .enumerate()
     {
-        let probe = "sh -c 'echo \"cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'";
-        std::fs::write(
-            &conf,
-            format!(
-                "0 {binder} shapes/cores-packed.yaml -- {probe}\n1 {binder} shapes/cores-packed.yaml -- {probe}\n"
-            ),
-        )
-        .unwrap();
-        for run in 0..10 {
-            let out = super::spank::srun(&slurm.conf, &ledger, &["-n2", "--multi-prog"])
-                .arg(&conf)
-                .output()
-                .unwrap();
-            let all = text(&out);
-            assert!(out.status.success(), "run {run}: {all}");
-            let cpus: Vec<&str> = all
-                .lines()
-                .filter_map(|l| l.strip_prefix("cpus "))
-                .collect();
-            assert_eq!(cpus.len(), 2, "run {run}: {all}");
-            let sets: Vec<Vec<usize>> = cpus
-                .iter()
-                .map(|c| {
-                    binder_core::cpulist::parse_ranges(c, 1 << 16, 1 << 16)
-                        .map_or_else(|_| Vec::new(), |r| r.values)
-                })
-                .collect();
-            assert!(
-                sets.iter().all(|s| !s.is_empty()) && !sets[0].iter().any(|c| sets[1].contains(c)),
-                "run {run}: two contexts share a CPU: {all}"
-            );
-        }
+        assert!(ran, "run {run}: {all}");
+        let sets: Vec<Vec<usize>> = all
+            .lines()
+            .filter_map(|l| l.strip_prefix("cpus "))
+            .map(|c| {
+                binder_core::cpulist::parse_ranges(c, 1 << 16, 1 << 16)
+                    .map_or_else(|_| Vec::new(), |r| r.values)
+            })
+            .collect();
+        assert_eq!(sets.len(), 2, "run {run}: {all}");
+        assert!(
+            sets.iter().all(|s| !s.is_empty()) && !sets[0].iter().any(|c| sets[1].contains(c)),
+            "run {run}: two contexts share a CPU: {all}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

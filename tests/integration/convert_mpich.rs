@@ -8,12 +8,12 @@
 //! rank, be refused by both, be refused by binder with a reason, or be one of the
 //! differences [`known`] names. A sample is asked of `mpiexec` again each run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{binder, shared, topology};
-use crate::convert_ompi::{count, quirks, rows_of, shape_file_name, stdout_notes, Row, Theirs};
+use crate::common::{shared, topology};
+use crate::convert_ompi::{count, quirks, rows_of, Converter, Row, Theirs};
 
 /// Where binder and Hydra part, and why; the guide lists them.
 fn known(
@@ -118,9 +118,7 @@ fn converted_lines_bind_as_hydra() {
     let rows = rows_of(&shared, "hydra-5.0.jsonl");
     assert!(rows.len() > 3_500, "only {} recorded rows", rows.len());
     let live = mpiexec();
-    let dir = crate::common::scratch().join("convert-mpich");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut shapes: HashMap<(String, usize), Result<PathBuf, String>> = HashMap::new();
+    let mut converter = Converter::new("mpich", "-n", "convert-mpich");
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut wrong, mut asked) = (Vec::new(), 0);
     for (i, row) in rows.iter().enumerate() {
@@ -152,62 +150,17 @@ fn converted_lines_bind_as_hydra() {
                 ));
             }
         }
-        let shape = shapes.entry((row.line.clone(), row.np)).or_insert_with(|| {
-            let out = binder()
-                .args([
-                    "convert",
-                    "--from",
-                    "mpich",
-                    "--",
-                    "-n",
-                    &row.np.to_string(),
-                ])
-                .args(row.line.split_whitespace())
-                .output()
-                .unwrap();
-            if out.status.code() == Some(0) {
-                let path = dir.join(format!("{}.yaml", shape_file_name(&row.line, row.np)));
-                std::fs::write(&path, &out.stdout).unwrap();
-                Ok(path)
-            } else {
-                assert_eq!(out.status.code(), Some(125), "{out:?}");
-                Err(String::from_utf8_lossy(&out.stderr).into_owned())
-            }
-        });
-        let verdict = match shape {
-            Err(why) => {
-                assert_eq!(why.lines().count(), 1, "{why}");
-                assert!(why.starts_with("binder: "), "{why}");
-                match row.ompi {
-                    Theirs::Ranks(_) | Theirs::Unbound => "refused in convert (with a reason)",
-                    _ => "both refuse",
-                }
-            }
-            Ok(path) => {
-                let ours = crate::common::dry_run_cpus(&xml, path, row.np);
-                let notes = stdout_notes(path);
-                match (&row.ompi, &ours) {
-                    (Theirs::Ranks(a), Some(b)) if a == b => "agree",
-                    // Hydra binds none: binder's `bind: none` keeps the job's CPUs.
-                    (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => {
-                        "agree"
-                    }
-                    (Theirs::Refused, None) => "both refuse",
-                    // A user: list past the node's CPUs, a rank rule per process.
-                    (_, None) => "refused in planning (more processes than CPUs for rank rules)",
-                    (theirs, ours) => match known(row, theirs, ours, &notes) {
-                        Some(why) => why,
-                        None => {
-                            wrong.push(format!(
-                                "{} -n {} {}: Hydra {theirs:?}, binder {ours:?}",
-                                row.xml, row.np, row.line
-                            ));
-                            "differ"
-                        }
-                    },
-                }
-            }
-        };
+        let verdict = converter
+            .verdict(row, &xml, |theirs, ours, notes| match (theirs, ours) {
+                (Theirs::Refused, None) => Some("both refuse"),
+                // A user: list past the node's CPUs, a rank rule per process.
+                (_, None) => Some("refused in planning (more processes than CPUs for rank rules)"),
+                (theirs, ours) => known(row, theirs, ours, notes),
+            })
+            .unwrap_or_else(|why| {
+                wrong.push(why);
+                "differ"
+            });
         *tally.entry(verdict).or_default() += 1;
     }
     eprintln!("hydra: {tally:?}");

@@ -206,7 +206,90 @@ impl Tally {
     }
 }
 
-/// The installed mpirun's answer for one row (as the table was recorded).
+/// The one check of a recorded row against binder, for every MPI's table: the row's line
+/// converted once per line and count (`binder convert --from FROM -- COUNT_FLAG NP LINE`),
+/// then planned on the row's XML. A refusal in `convert` is one `binder:` line, exit 125;
+/// a placement agrees rank by rank (or both leave every rank unbound alike); anything else
+/// is the MPI's own verdicts (`rest`, with the converted shape's notes), else a difference,
+/// said in `Err`.
+pub(crate) struct Converter {
+    from: &'static str,
+    count_flag: &'static str,
+    dir: std::path::PathBuf,
+    shapes: HashMap<(String, usize), Result<std::path::PathBuf, String>>,
+}
+
+/// What binder planned for each rank, `None` where it refused.
+pub(crate) type Ours = Option<Vec<Vec<usize>>>;
+
+impl Converter {
+    /// Converting with `--from FROM`, shapes kept in a scratch directory `name`.
+    pub(crate) fn new(from: &'static str, count_flag: &'static str, name: &str) -> Converter {
+        let dir = crate::common::scratch().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        Converter {
+            from,
+            count_flag,
+            dir,
+            shapes: HashMap::new(),
+        }
+    }
+
+    /// The row's verdict; `Err` names a difference no verdict explains.
+    pub(crate) fn verdict(
+        &mut self,
+        row: &Row,
+        xml: &Path,
+        rest: impl FnOnce(&Theirs, &Ours, &str) -> Option<&'static str>,
+    ) -> Result<&'static str, String> {
+        let (from, count_flag, dir) = (self.from, self.count_flag, &self.dir);
+        let shape = self
+            .shapes
+            .entry((row.line.clone(), row.np))
+            .or_insert_with(|| {
+                let out = binder()
+                    .args(["convert", "--from", from, "--", count_flag])
+                    .arg(row.np.to_string())
+                    .args(row.line.split_whitespace())
+                    .output()
+                    .unwrap();
+                if out.status.code() == Some(0) {
+                    let path = dir.join(format!("{}.yaml", shape_file_name(&row.line, row.np)));
+                    std::fs::write(&path, &out.stdout).unwrap();
+                    Ok(path)
+                } else {
+                    assert_eq!(out.status.code(), Some(125), "{out:?}");
+                    Err(String::from_utf8_lossy(&out.stderr).into_owned())
+                }
+            });
+        let path = match shape {
+            Err(why) => {
+                // A refusal says why and what to write instead, in one line.
+                assert_eq!(why.lines().count(), 1, "{why}");
+                assert!(why.starts_with("binder: "), "{why}");
+                return Ok(match row.ompi {
+                    Theirs::Ranks(_) | Theirs::Unbound => "refused in convert (with a reason)",
+                    _ => "both refuse",
+                });
+            }
+            Ok(path) => path,
+        };
+        let ours = crate::common::dry_run_cpus(xml, path, row.np);
+        match (&row.ompi, &ours) {
+            (Theirs::Ranks(a), Some(b)) if a == b => Ok("agree"),
+            // Every rank unbound: binder's `bind: none` keeps the job's CPUs, alike.
+            (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => Ok("agree"),
+            (theirs, ours) => rest(theirs, ours, &stdout_notes(path)).ok_or_else(|| {
+                format!(
+                    "{} {} {} {}: {} {theirs:?}, binder {ours:?}",
+                    row.xml, count_flag, row.np, row.line, from
+                )
+            }),
+        }
+    }
+}
+
+/// The installed mpirun's answer for one row (as the table was recorded)./// The installed mpirun's answer for one row (as the table was recorded).
 fn ask_ompi(xml: &Path, line: &str, np: usize) -> Theirs {
     let hwthreads = line.contains("--use-hwthread-cpus");
     let slots: usize = crate::common::hwloc_calc_lines(
@@ -314,9 +397,7 @@ fn converted_lines_place_as_open_mpi_41(part: usize) {
             eprintln!("skipped: the recorded table is Open MPI 4.1's; mpirun here is another");
             false
         });
-    let dir = crate::common::scratch().join(format!("convert-ompi-41-{part}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut shapes: HashMap<(String, usize), Result<std::path::PathBuf, String>> = HashMap::new();
+    let mut converter = Converter::new("ompi", "-np", &format!("convert-ompi-41-{part}"));
     let mut tally = Tally::default();
     let mut asked = 0;
     for (i, row) in rows.iter().enumerate().skip(part).step_by(PARTS) {
@@ -332,68 +413,20 @@ fn converted_lines_place_as_open_mpi_41(part: usize) {
                 ));
             }
         }
-        let key = (row.line.clone(), row.np);
-        let shape = shapes.entry(key).or_insert_with(|| {
-            let out = binder()
-                .args([
-                    "convert",
-                    "--from",
-                    "ompi",
-                    "--",
-                    "-np",
-                    &row.np.to_string(),
-                ])
-                .args(row.line.split_whitespace())
-                .output()
-                .unwrap();
-            if out.status.code() == Some(0) {
-                let path = dir.join(format!("{}.yaml", shape_file_name(&row.line, row.np)));
-                std::fs::write(&path, &out.stdout).unwrap();
-                Ok(path)
-            } else {
-                assert_eq!(out.status.code(), Some(125), "{out:?}");
-                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        let verdict = converter.verdict(row, &xml, |theirs, ours, notes| match (theirs, ours) {
+            (Theirs::Refused | Theirs::NoSlots, None) => Some("both refuse"),
+            (Theirs::NoSlots, Some(_)) => Some("Open MPI out of slots"),
+            // Bound below an object that holds the mapping object on this node (an L3
+            // over two NUMA nodes): the converted shape says so.
+            (Theirs::Ranks(_), None) if row.family == "below" && notes.contains("refused") => {
+                Some("refused in planning (a note says where)")
             }
+            (theirs, ours) => known(row, theirs, ours),
         });
-        let verdict = match shape {
-            Err(why) => {
-                // A refusal says why and what to write instead, in one line.
-                assert_eq!(why.lines().count(), 1, "{why}");
-                assert!(why.starts_with("binder: "), "{why}");
-                match row.ompi {
-                    Theirs::Ranks(_) | Theirs::Unbound => "refused in convert (with a reason)",
-                    _ => "both refuse",
-                }
-            }
-            Ok(path) => {
-                let ours = crate::common::dry_run_cpus(&xml, path, row.np);
-                match (&row.ompi, &ours) {
-                    (Theirs::Ranks(a), Some(b)) if a == b => "agree",
-                    (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => {
-                        "agree"
-                    }
-                    (Theirs::Refused | Theirs::NoSlots, None) => "both refuse",
-                    (Theirs::NoSlots, Some(_)) => "Open MPI out of slots",
-                    // Bound below an object that holds the mapping object on this node
-                    // (an L3 over two NUMA nodes): the converted shape says so.
-                    (Theirs::Ranks(_), None)
-                        if row.family == "below" && stdout_notes(path).contains("refused") =>
-                    {
-                        "refused in planning (a note says where)"
-                    }
-                    (theirs, ours) => match known(row, theirs, ours) {
-                        Some(why) => why,
-                        None => {
-                            tally.wrong.push(format!(
-                                "{} -np {} {}: Open MPI {theirs:?}, binder {ours:?}",
-                                row.xml, row.np, row.line
-                            ));
-                            "differ"
-                        }
-                    },
-                }
-            }
-        };
+        let verdict = verdict.unwrap_or_else(|why| {
+            tally.wrong.push(why);
+            "differ"
+        });
         tally.add(&row.family, verdict);
     }
     for (family, verdicts) in &tally.by_family {

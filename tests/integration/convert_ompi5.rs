@@ -11,12 +11,11 @@
 //! differences [`known`] names. A sample is asked of `prterun` again each run (`.ci/setup`
 //! installs it under /opt/binder-oracles), so the table stays Open MPI 5's answer.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::{binder, shared, topology};
-use crate::convert_ompi::{count, quirks, rows_of, shape_file_name, stdout_notes, Row, Theirs};
+use crate::convert_ompi::{count, quirks, rows_of, shape_file_name, Converter, Row, Theirs};
 
 /// Where binder and Open MPI 5 part, and why; the guide lists them.
 fn known(
@@ -177,9 +176,7 @@ fn converted_lines_place_as_open_mpi_5(part: usize) {
     let rows = rows_of(&shared, "convert-5.0.jsonl");
     assert!(rows.len() > 7_000, "only {} recorded rows", rows.len());
     let live = prterun();
-    let dir = crate::common::scratch().join(format!("convert-ompi-5-{part}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut shapes: HashMap<(String, usize), Result<PathBuf, String>> = HashMap::new();
+    let mut converter = Converter::new("ompi5", "-np", &format!("convert-ompi-5-{part}"));
     let mut tally: std::collections::BTreeMap<String, std::collections::BTreeMap<&str, usize>> =
         Default::default();
     let (mut wrong, mut asked) = (Vec::new(), 0);
@@ -196,59 +193,16 @@ fn converted_lines_place_as_open_mpi_5(part: usize) {
                 ));
             }
         }
-        let shape = shapes.entry((row.line.clone(), row.np)).or_insert_with(|| {
-            let out = binder()
-                .args([
-                    "convert",
-                    "--from",
-                    "ompi5",
-                    "--",
-                    "-np",
-                    &row.np.to_string(),
-                ])
-                .args(row.line.split_whitespace())
-                .output()
-                .unwrap();
-            if out.status.code() == Some(0) {
-                let path = dir.join(format!("{}.yaml", shape_file_name(&row.line, row.np)));
-                std::fs::write(&path, &out.stdout).unwrap();
-                Ok(path)
-            } else {
-                assert_eq!(out.status.code(), Some(125), "{out:?}");
-                Err(String::from_utf8_lossy(&out.stderr).into_owned())
-            }
-        });
-        let verdict = match shape {
-            Err(why) => {
-                assert_eq!(why.lines().count(), 1, "{why}");
-                assert!(why.starts_with("binder: "), "{why}");
-                match row.ompi {
-                    Theirs::Ranks(_) | Theirs::Unbound => "refused in convert (with a reason)",
-                    _ => "both refuse",
-                }
-            }
-            Ok(path) => {
-                let ours = crate::common::dry_run_cpus(&xml, path, row.np);
-                match (&row.ompi, &ours) {
-                    (Theirs::Ranks(a), Some(b)) if a == b => "agree",
-                    (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => {
-                        "agree"
-                    }
-                    (Theirs::Refused | Theirs::NoSlots, None) => "both refuse",
-                    (Theirs::NoSlots, Some(_)) => "Open MPI out of slots",
-                    (theirs, ours) => match known(row, theirs, ours, &stdout_notes(path)) {
-                        Some(why) => why,
-                        None => {
-                            wrong.push(format!(
-                                "{} -np {} {}: Open MPI 5 {theirs:?}, binder {ours:?}",
-                                row.xml, row.np, row.line
-                            ));
-                            "differ"
-                        }
-                    },
-                }
-            }
-        };
+        let verdict = converter
+            .verdict(row, &xml, |theirs, ours, notes| match (theirs, ours) {
+                (Theirs::Refused | Theirs::NoSlots, None) => Some("both refuse"),
+                (Theirs::NoSlots, Some(_)) => Some("Open MPI out of slots"),
+                (theirs, ours) => known(row, theirs, ours, notes),
+            })
+            .unwrap_or_else(|why| {
+                wrong.push(why);
+                "differ"
+            });
         *tally
             .entry(row.family.clone())
             .or_default()

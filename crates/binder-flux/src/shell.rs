@@ -415,7 +415,8 @@ mod tests {
     fn requests_from_options() {
         let site = parse_site(Some(r#"{"default":"cores-packed"}"#)).unwrap();
         let none = parse_site(None).unwrap();
-        let opts = |pairs: &'static [(&'static str, &'static str)]| {
+        let opts = |pairs: &[(&'static str, &'static str)]| {
+            let pairs = pairs.to_vec();
             move |name: &str| {
                 pairs
                     .iter()
@@ -494,28 +495,19 @@ mod tests {
         // `-o binder=0` / `-o binder=false` arrive as JSON 0 and false (#63): off words,
         // as their quoted forms are, under a site default too.
         for off in ["0", "false", r#"{"shape":false}"#, r#"{"shape":0}"#] {
-            let opts = |name: &str| (name == "binder").then(|| off.to_owned());
-            assert_eq!(
-                request_from(&opts, &site, &APP).unwrap(),
-                None,
-                "-o binder={off}"
-            );
-            assert_eq!(
-                request_from(&opts, &none, &APP).unwrap(),
-                None,
-                "-o binder={off}"
-            );
+            for site in [&site, &none] {
+                assert_eq!(
+                    request_from(&opts(&[("binder", off)]), site, &APP).unwrap(),
+                    None,
+                    "-o binder={off}"
+                );
+            }
         }
         assert!(parse_site(Some(r#"{"defualt":"x"}"#)).is_err());
         // -o binder-report=0 (and false, off) reports nothing.
         for off in ["0", "false", "\"off\"", "\"0\""] {
-            let pairs: &'static [(&'static str, &'static str)] = match off {
-                "0" => &[("binder", "\"x.yaml\""), ("binder-report", "0")],
-                "false" => &[("binder", "\"x.yaml\""), ("binder-report", "false")],
-                "\"off\"" => &[("binder", "\"x.yaml\""), ("binder-report", "\"off\"")],
-                _ => &[("binder", "\"x.yaml\""), ("binder-report", "\"0\"")],
-            };
-            let r = request_from(&opts(pairs), &none, &APP).unwrap().unwrap();
+            let pairs = [("binder", "\"x.yaml\""), ("binder-report", off)];
+            let r = request_from(&opts(&pairs), &none, &APP).unwrap().unwrap();
             assert!(!r.report, "binder-report={off}");
         }
         let r = request_from(

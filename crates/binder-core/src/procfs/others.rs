@@ -64,9 +64,13 @@ pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, S
             }
         }
     };
-    match since {
-        Some(new) => each_known(before, new, now, &mut each)?,
+    let whole = match since {
+        Some(new) => each_known(before, new, now, &mut each).map(|()| true)?,
         None => each_process_skipping(|pid, ino| before.skips(pid, ino, now), each)?,
+    };
+    // A listing cut short is no record a later look may follow without listing.
+    if !whole {
+        after.partial();
     }
     Some((out, after))
 }
@@ -197,20 +201,27 @@ fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option
             }
         },
     )
+    .map(|_| ())
 }
 
 /// [`each_process`], with the inode number each is listed under, and no `statat` (a
-/// `None` status) for those `skip` names.
+/// `None` status) for those `skip` names; `Some(false)` when the listing was cut short
+/// (past [`MAX_PROCESSES`], or a read that failed).
 fn each_process_skipping(
     skip: impl Fn(u32, u64) -> bool,
     mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
-) -> Option<()> {
+) -> Option<bool> {
     let proc = open_dir(&rfs::CWD, "/proc")?;
-    let mut listing = rfs::Dir::read_from(&proc).ok()?;
-    for entry in listing.by_ref().take(MAX_PROCESSES) {
+    let listing = rfs::Dir::read_from(&proc).ok()?;
+    let mut seen = 0;
+    for entry in listing {
         let Ok(entry) = entry else {
-            break;
+            return Some(false);
         };
+        seen += 1;
+        if seen > MAX_PROCESSES {
+            return Some(false);
+        }
         let Some(pid) = number(entry.file_name()) else {
             continue;
         };
@@ -225,7 +236,7 @@ fn each_process_skipping(
         };
         each(&proc, pid, ino, &task, Some(&st));
     }
-    Some(())
+    Some(true)
 }
 
 /// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]), with the

@@ -163,7 +163,15 @@ impl Settled {
     pub fn user(&mut self, pid: u32) {
         if self.users.len() < MAX_REMEMBERED {
             self.users.push(pid);
+        } else {
+            self.partial();
         }
+    }
+
+    /// The look did not record every process it found (or did not find every one): no
+    /// later look may follow it without listing `/proc`.
+    pub fn partial(&mut self) {
+        self.mark = None;
     }
 
     /// The inode number `pid` was listed under, when remembered as root's.
@@ -176,6 +184,8 @@ impl Settled {
         if let Some(e) = before.find(pid) {
             if self.entries.len() < MAX_REMEMBERED {
                 self.entries.push(*e);
+            } else {
+                self.partial();
             }
         }
     }
@@ -194,6 +204,8 @@ impl Settled {
                 first,
                 checked: now,
             });
+        } else {
+            self.partial();
         }
     }
 
@@ -374,6 +386,11 @@ mod tests {
         assert_eq!(read.users().collect::<Vec<_>>(), [41, 42]);
         assert_eq!(read.ino(9), Some(90));
         assert_eq!(read.roots(2).collect::<Vec<_>>(), [(9, false)]);
+        // A look that could not record every process leaves no mark to follow.
+        for pid in 0..u32::try_from(MAX_REMEMBERED).unwrap() {
+            look.user(pid);
+        }
+        assert_eq!(look.mark, None);
     }
 
     #[test]
