@@ -264,12 +264,14 @@ unsafe extern "C" fn shell_init(
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let shape = shape.map_err(Refusal)?;
         let node = node_of(shell)?;
-        // What Flux gave each task, which a site's default never narrows (SEMANTICS §4.3).
-        let cores = shell_info(shell).and_then(|info| shell::cores_per_slot(&info));
-        let request = Request {
-            given: shell::given(&node, cores),
-            ..request
-        };
+        // What Flux gave each task, which a site's default never narrows (SEMANTICS §4.3);
+        // an explicit request may, so only a default reads it (the CPUs per core need
+        // the topology).
+        let given = request
+            .site_default
+            .then(|| shell_info(shell).and_then(|info| shell::cores_per_slot(&info)))
+            .and_then(|cores| shell::given(&node, cores));
+        let request = Request { given, ..request };
         Shell::prepare(node, request, *shape, &get, &mut std::io::stderr())
     }));
     *state = match prepared {
