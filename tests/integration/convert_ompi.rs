@@ -217,7 +217,15 @@ pub(crate) struct Converter {
     count_flag: &'static str,
     dir: std::path::PathBuf,
     shapes: HashMap<(String, usize), Result<std::path::PathBuf, String>>,
+    /// Each fixture's topology, loaded once: the rows are planned in this process (a
+    /// `binder --dry-run` per row was 19,000 processes, a third of the suite's CPU time),
+    /// and every [`CLI_EVERY`]th row through the executable as well, which must agree.
+    topologies: HashMap<std::path::PathBuf, binder_plan::topology::Topology>,
+    planned: usize,
 }
+
+/// How often a row's in-process plan is checked against `binder --dry-run`'s.
+const CLI_EVERY: usize = 16;
 
 /// What binder planned for each rank, `None` where it refused.
 pub(crate) type Ours = Option<Vec<Vec<usize>>>;
@@ -232,7 +240,44 @@ impl Converter {
             count_flag,
             dir,
             shapes: HashMap::new(),
+            topologies: HashMap::new(),
+            planned: 0,
         }
+    }
+
+    /// Each rank's PUs as binder plans the shape at `path` on `xml` for `np` tasks (as
+    /// `binder --dry-run --local-size NP` does), `None` where it refuses; every
+    /// [`CLI_EVERY`]th call asks the executable too.
+    fn plan(&mut self, xml: &Path, path: &Path, np: usize) -> Ours {
+        use binder_plan::topology::Source;
+        let shape = binder_host::shape_file(path).expect("a converted shape parses");
+        let topology = self.topologies.entry(xml.to_owned()).or_insert_with(|| {
+            binder_host::load(&Source::Xml(xml.to_owned()), false).expect("the fixture loads")
+        });
+        assert!(
+            !shape.needs_io(),
+            "{}: a converted line needs no I/O",
+            path.display()
+        );
+        let ours = binder_plan::plan(&binder_plan::PlanRequest::new(&shape, topology, np))
+            .ok()
+            .map(|plan| {
+                plan.tasks
+                    .iter()
+                    .map(|t| t.cpuset.iter_set().collect())
+                    .collect()
+            });
+        self.planned += 1;
+        if self.planned % CLI_EVERY == 1 {
+            assert_eq!(
+                crate::common::dry_run_cpus(xml, path, np),
+                ours,
+                "{} on {} for {np}: binder --dry-run and the library",
+                path.display(),
+                xml.display()
+            );
+        }
+        ours
     }
 
     /// The row's verdict; `Err` names a difference no verdict explains.
@@ -274,12 +319,13 @@ impl Converter {
             }
             Ok(path) => path,
         };
-        let ours = crate::common::dry_run_cpus(xml, path, row.np);
+        let path = path.clone();
+        let ours = self.plan(xml, &path, row.np);
         match (&row.ompi, &ours) {
             (Theirs::Ranks(a), Some(b)) if a == b => Ok("agree"),
             // Every rank unbound: binder's `bind: none` keeps the job's CPUs, alike.
             (Theirs::Unbound, Some(b)) if b.iter().all(|r| r.len() == b[0].len()) => Ok("agree"),
-            (theirs, ours) => rest(theirs, ours, &stdout_notes(path)).ok_or_else(|| {
+            (theirs, ours) => rest(theirs, ours, &stdout_notes(&path)).ok_or_else(|| {
                 format!(
                     "{} {} {} {}: {} {theirs:?}, binder {ours:?}",
                     row.xml, count_flag, row.np, row.line, from
