@@ -7,8 +7,8 @@
 # each SPACING (default "0.3 1.2": seconds between binder's launches, each past the 250 ms
 # a look at the kernel is shared for; a third of it passes before every run). Within
 # 419 ms of the last look (a pid_max of 4,194,304: systemd's, and a new PID namespace's
-# since Linux 6.14) a look reads only what changed; past it, it lists /proc. The node
-# cache is warm; cache and ledger are on tmpfs.
+# since Linux 6.14) and 10 s of the last listing, a look reads only what changed; past
+# it, it lists /proc. The node cache is warm; cache and ledger are on tmpfs.
 #
 #   sudo benches/crowded.sh [N] [ROUNDS]      (root: namespaces, and processes of OWNER)
 set -euo pipefail

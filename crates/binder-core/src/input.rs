@@ -53,14 +53,32 @@ pub fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Why> {
     if meta.len() > max as u64 {
         return Err(too_large(max));
     }
-    // Sized from the metadata: one `read`, not a doubling series.
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-    file.take(max as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| reason(&e))?;
+    let bytes = read_sized(file, meta.len(), max as u64).map_err(|e| reason(&e))?;
     // It may have grown since the `stat`.
     if bytes.len() > max {
         return Err(too_large(max));
+    }
+    Ok(bytes)
+}
+
+/// The bytes of a regular file `size` bytes long when it was `stat`ed, at most `max` and
+/// one more (a caller says a file over `max` is too large): one `read` where it still has
+/// that size. `read_to_end` asks again for the file's end, a system call more for each of
+/// a warm launch's shape, cache entry and shared view; a file that grew or shrank since
+/// (or a kernel file, `stat`ed at 0 bytes) is read to its end.
+pub fn read_sized(file: impl Read, size: u64, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = file.take(max.saturating_add(1));
+    let first = usize::try_from(size.min(max)).unwrap_or(0);
+    let mut bytes = vec![0; first + 1];
+    let n = loop {
+        match file.read(&mut bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other?,
+        }
+    };
+    bytes.truncate(n);
+    if n != first {
+        file.read_to_end(&mut bytes)?;
     }
     Ok(bytes)
 }
@@ -81,6 +99,36 @@ pub fn reason(e: &std::io::Error) -> Why {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that counts its `read` calls.
+    struct Counted<'a>(&'a [u8], usize);
+
+    impl Read for Counted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.1 += 1;
+            self.0.read(buf)
+        }
+    }
+
+    #[test]
+    fn a_file_of_its_stat_size_is_read_in_one_call() {
+        let text = b"resources: []\n";
+        let mut one = Counted(text, 0);
+        assert_eq!(read_sized(&mut one, 14, 100).unwrap(), text);
+        assert_eq!(one.1, 1, "no second read for the end");
+        // Grown or shrunk since the stat, or a kernel file of size 0: read to its end.
+        for size in [0, 5, 13, 15, 99] {
+            assert_eq!(
+                read_sized(Counted(text, 0), size, 100).unwrap(),
+                text,
+                "{size}"
+            );
+        }
+        // At most `max` and one more byte, whatever the stat said.
+        assert_eq!(read_sized(Counted(text, 0), 14, 4).unwrap().len(), 5);
+        assert_eq!(read_sized(Counted(text, 0), 3, 4).unwrap().len(), 5);
+        assert_eq!(read_sized(Counted(b"", 0), 0, 4).unwrap(), b"");
+    }
 
     #[test]
     fn only_regular_files_of_a_bounded_size_are_read() {

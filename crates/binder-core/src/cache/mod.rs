@@ -50,7 +50,7 @@ use key::{cpuset_dirs, cpuset_files, euid, read_small};
 pub use key::{CgroupDir, Key, Library};
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -167,10 +167,11 @@ impl Cache {
                 path.display()
             ));
         }
-        let mut text = String::with_capacity(meta.len() as usize + 1);
-        file.take(MAX_BYTES)
-            .read_to_string(&mut text)
-            .map_err(|e| e.to_string())?;
+        let mut bytes =
+            crate::input::read_sized(file, meta.len(), MAX_BYTES).map_err(|e| e.to_string())?;
+        bytes.truncate(MAX_BYTES as usize);
+        let text =
+            String::from_utf8(bytes).map_err(|e| format!("{} is corrupt: {e}", path.display()))?;
         let entry: Entry = serde_json::from_str(&text)
             .map_err(|e| format!("{} is corrupt: {e}", path.display()))?;
         let mut key = key.clone();

@@ -69,16 +69,18 @@ impl KernelView {
         Some(view)
     }
 
-    /// [`KernelView::look`], skipping root's long-lived processes `before` remembers
-    /// (`crate::procfs::settled`), with what it found of root's for the next look.
+    /// [`KernelView::look`], skipping root's long-lived processes remembered
+    /// (`crate::procfs::settled`: `before` the mark's record, `roots` the settled roots,
+    /// read when the look lists `/proc`), with what it found for the next look.
     pub fn look_settled(
         procs: &dyn Procs,
         me: u32,
         before: &crate::procfs::settled::Settled,
+        roots: &dyn Fn() -> crate::procfs::settled::Settled,
     ) -> Option<(KernelView, crate::procfs::settled::Settled)> {
         let mut view = KernelView::claimed(procs, me);
         view.whole = true;
-        let (others, after) = procs.others_settled(me, before)?;
+        let (others, after) = procs.others_settled(me, before, roots)?;
         for other in others {
             let seen = view.seen(procs, other.uid, &other.threads);
             view.procs.insert(other.pid, seen);

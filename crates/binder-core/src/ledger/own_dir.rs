@@ -15,6 +15,18 @@ use super::fsio::{dirs_named, list_dir, make, open_usable, random_hex};
 /// The prefix of every user's ledger directory.
 pub(crate) const PREFIX: &str = "binder-ledger.";
 
+/// The shared view's file in the user's own directory (`super::shared`).
+pub(crate) const VIEW: &str = "kview";
+/// The shared read of the ledger root's file there (`super::shared::read_root`).
+pub(crate) const ROOT_READ: &str = "rview";
+/// The settled root processes a listing of `/proc` found (`crate::procfs::settled`).
+pub(crate) const ROOTS: &str = "kroot";
+/// The files whose temporaries (`NAME.PID`) a launch tidies (`super::Ledger::tidy`): a
+/// launch killed between writing one and renaming it into place leaves it. Every file
+/// `super::shared` replaces so, and the shared view, which it wrote so until it wrote it
+/// in place.
+pub(crate) const REPLACED: [&str; 3] = [VIEW, ROOT_READ, ROOTS];
+
 /// The key of this user's directory when another user took the canonical one
 /// ([`secret_name`]): `$HOME/.cache/binder/ledger-key`, 128 random bits only this user
 /// can read, made on first need. `None` without a usable home (then the kernel's user

@@ -113,9 +113,10 @@ pub struct Own {
     /// job's young plan needs none of it, and reading it made the n-th task of a job read
     /// the n-1 processes before it, under the user's lock (256 tasks: 32,640 reads).
     pub unread: Vec<OwnClaim>,
-    /// Temporary files of this user's launches (`.tmp.PID`, `kview.PID`, `rview.PID`)
-    /// other than this process's: one is written and renamed under the user's lock, so a
-    /// launch that finds another's was killed between the two ([`Ledger::tidy`]).
+    /// Temporary files of this user's launches (`.tmp.PID`, and `NAME.PID` for each name
+    /// of `own_dir::REPLACED`) other than this process's: one is written and renamed
+    /// under the user's lock, so a launch that finds another's was killed between the
+    /// two ([`Ledger::tidy`]).
     pub temps: Vec<String>,
 }
 
@@ -360,14 +361,22 @@ impl Ledger {
     /// in [`Own::unread`] without reading whether their tasks live.
     pub fn list_own_but(&self, procs: &dyn Procs, unread: Option<&str>) -> Own {
         let mut own = Own::default();
-        let Ok(mut listing) = rfs::Dir::read_from(&*self.own_fd) else {
+        // A descriptor of its own to list from (`Dir::read_from` asks the flags first).
+        let Ok(mut listing) = rfs::openat(
+            &*self.own_fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(drop)
+        .and_then(|fd| rfs::Dir::new(fd).map_err(drop)) else {
             return own;
         };
         let me = std::process::id().to_string();
         for_names(&mut listing, MAX_DIR_ENTRIES, |name, _| {
-            if [".tmp.", "kview.", "rview."]
-                .iter()
-                .find_map(|p| name.strip_prefix(p))
+            if std::iter::once(".tmp")
+                .chain(super::own_dir::REPLACED)
+                .find_map(|p| name.strip_prefix(p)?.strip_prefix('.'))
                 .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && pid != me)
             {
                 own.temps.push(name.to_owned());

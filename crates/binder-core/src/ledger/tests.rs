@@ -772,14 +772,20 @@ fn settle() {
 }
 
 /// A launch killed between writing a temporary file and renaming it (`kview.PID`,
-/// `rview.PID`, a plan's `.tmp.PID`) leaves it behind; the next launch, under the same
-/// lock, removes it (#54: they were never tidied). This process's own are kept.
+/// `rview.PID`, `kroot.PID`, a plan's `.tmp.PID`) leaves it behind; the next
+/// launch, under the same lock, removes it (#54: they were never tidied; `kroot.PID` was
+/// not either). This process's own are kept.
 #[test]
 fn temporary_files_of_killed_launches_are_tidied() {
     let dir = root("temps");
     let ledger = open(&dir);
     let me = std::process::id();
-    let left = ["kview.999999", "rview.999999", ".tmp.999998"];
+    let left = [
+        "kview.999999",
+        "rview.999999",
+        "kroot.999997",
+        ".tmp.999998",
+    ];
     for name in left {
         std::fs::write(ledger.dir().join(name), "x").unwrap();
     }
@@ -789,7 +795,7 @@ fn temporary_files_of_killed_launches_are_tidied() {
     std::fs::write(ledger.dir().join("kview"), "x").unwrap();
     std::fs::write(ledger.dir().join("kview.x1"), "x").unwrap();
     let mut own = ledger.list_own(&crate::procfs::Real);
-    assert_eq!(own.temps.len(), 3, "{:?}", own.temps);
+    assert_eq!(own.temps.len(), left.len(), "{:?}", own.temps);
     ledger.tidy(&mut own);
     for name in left {
         assert!(!ledger.dir().join(name).exists(), "{name} left");

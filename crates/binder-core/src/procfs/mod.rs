@@ -125,15 +125,17 @@ pub trait Procs {
         out.sort_by_key(|o| o.pid);
         Some(out)
     }
-    /// [`Procs::others`], skipping root's long-lived processes `before` remembers
-    /// ([`settled`]), with what this look found of root's processes for the next one
-    /// (a fake remembers nothing).
+    /// [`Procs::others`], skipping root's long-lived processes remembered ([`settled`]:
+    /// `before` is the mark's record, `roots` reads the settled roots when the look lists
+    /// `/proc`), with what this look found of root's processes for the next one (a fake
+    /// remembers nothing).
     fn others_settled(
         &self,
         me: u32,
         before: &settled::Settled,
+        roots: &dyn Fn() -> settled::Settled,
     ) -> Option<(Vec<Other>, settled::Settled)> {
-        let _ = before;
+        let _ = (before, roots);
         Some((self.others(me)?, settled::Settled::default()))
     }
     /// Every user but `me` and root with a live process (as [`Procs::others`] has them,
@@ -318,8 +320,9 @@ impl Procs for Real {
         &self,
         me: u32,
         before: &settled::Settled,
+        roots: &dyn Fn() -> settled::Settled,
     ) -> Option<(Vec<Other>, settled::Settled)> {
-        others::others_settled(me, before)
+        others::others_settled(me, before, roots)
     }
 
     fn hidden(&self) -> Option<String> {
@@ -490,8 +493,9 @@ impl Procs for RealOnce {
         &self,
         me: u32,
         before: &settled::Settled,
+        roots: &dyn Fn() -> settled::Settled,
     ) -> Option<(Vec<Other>, settled::Settled)> {
-        Real.others_settled(me, before)
+        Real.others_settled(me, before, roots)
     }
 
     fn pid_ns(&self) -> u64 {

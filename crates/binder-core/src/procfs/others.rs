@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::CStr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
@@ -34,10 +34,15 @@ pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
     processes(|uid| uid == me)
 }
 
-/// [`others`], skipping root's long-lived processes `before` remembers (see
-/// [`super::settled`]), with what this look found for the next one: without listing
-/// `/proc` where `before`'s mark shows that no PID was handed out twice since.
-pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, Settled)> {
+/// [`others`], skipping root's long-lived processes remembered (see [`super::settled`]),
+/// with what this look found for the next one: without listing `/proc` where `before`'s
+/// mark (the mark's file) shows that no PID was handed out twice since, else by a listing
+/// that skips the settled roots `roots` reads (the roots' file, read only then).
+pub(super) fn others_settled(
+    me: u32,
+    before: &Settled,
+    roots: &dyn Fn() -> Settled,
+) -> Option<(Vec<Other>, Settled)> {
     let now = settled::now_ms();
     let mut after = Settled::default();
     // Read before the look: a process started during it has a later PID, which the next
@@ -46,24 +51,47 @@ pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, S
     let since = after
         .mark
         .zip(before.mark)
+        .filter(|_| {
+            // Within `RELIST` of the last listing, and holding few enough root processes
+            // to read one by one (a first listing finds them all new: the listing after
+            // they settle hands over none).
+            before.listed != 0
+                && now
+                    .checked_sub(before.listed)
+                    .is_some_and(|age| age < settled::RELIST)
+                && before.len() <= settled::MAX_NEW as usize
+        })
         .and_then(|(now_mark, then)| now_mark.follows(&then));
-    let mut out = Vec::new();
-    let mut each = |proc: &OwnedFd, pid: u32, ino: u64, task: &str, st: Option<&rfs::Stat>| match st
-    {
-        None => after.keep(before, pid),
-        Some(st) if st.st_uid == 0 => after.root(before, pid, ino, now),
-        Some(st) if st.st_uid == me => {
-            if leads(proc, pid, task, st) {
-                after.user(pid);
-            }
+    let listing_before;
+    let before = match since {
+        Some(_) => {
+            after.listed = before.listed;
+            before
         }
-        Some(st) => {
-            if let Some(other) = one(proc, pid, task, st) {
-                out.push(other);
-                after.user(pid);
-            }
+        None => {
+            after.listed = now;
+            after.listing = true;
+            listing_before = before.clone().with_roots(roots());
+            &listing_before
         }
     };
+    let mut out = Vec::new();
+    let mut each =
+        |proc: BorrowedFd<'_>, pid: u32, ino: u64, task: &str, st: Option<&rfs::Stat>| match st {
+            None => after.keep(before, pid),
+            Some(st) if st.st_uid == 0 => after.root(before, pid, ino, now),
+            Some(st) if st.st_uid == me => {
+                if leads(proc, pid, task, st) {
+                    after.user(pid);
+                }
+            }
+            Some(st) => {
+                if let Some(other) = one(proc, pid, task, st) {
+                    out.push(other);
+                    after.user(pid);
+                }
+            }
+        };
     let whole = match since {
         Some(new) => each_known(before, new, now, &mut each).map(|()| true)?,
         None => each_process_skipping(|pid, ino| before.skips(pid, ino, now), each)?,
@@ -76,32 +104,35 @@ pub(super) fn others_settled(me: u32, before: &Settled) -> Option<(Vec<Other>, S
 }
 
 /// Calls `each` as [`each_process_skipping`] does, without listing `/proc`: for the
-/// processes `before` found (root's it may skip now with no status), and the PIDs `new`
-/// handed out since (a thread's among them is no process: [`one`] drops it).
+/// processes `before` found (the root processes it holds that it may skip now with no
+/// status; the settled ones it does not hold are not called for at all), and the PIDs
+/// `new` handed out since (a thread's among them is no process: [`one`] drops it).
 fn each_known(
     before: &Settled,
     new: std::ops::RangeInclusive<u32>,
     now: u64,
-    mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
+    mut each: impl FnMut(BorrowedFd<'_>, u32, u64, &str, Option<&rfs::Stat>),
 ) -> Option<()> {
-    let proc = open_dir(&rfs::CWD, "/proc")?;
+    // Each by its whole path (`/proc/PID/task`): opening `/proc` first cost two system
+    // calls more than the few PIDs a look within the window reads.
+    let proc = rfs::CWD;
     let mut pids: BTreeSet<u32> = before.users().collect();
     for (pid, skip) in before.roots(now) {
         if skip {
-            each(&proc, pid, 0, "", None);
+            each(proc, pid, 0, "", None);
         } else {
             pids.insert(pid);
         }
     }
     pids.extend(new);
     for pid in pids {
-        let task = format!("{pid}/task");
-        let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
+        let task = format!("/proc/{pid}/task");
+        let Ok(st) = rfs::statat(proc, task.as_str(), AtFlags::empty()) else {
             continue;
         };
         // A remembered root process keeps the inode number it was listed under (no PID
         // was reused since); a new one has none until a listing gives it one.
-        each(&proc, pid, before.ino(pid).unwrap_or(0), &task, Some(&st));
+        each(proc, pid, before.ino(pid).unwrap_or(0), &task, Some(&st));
     }
     Some(())
 }
@@ -109,14 +140,14 @@ fn each_known(
 /// A process of another user, with every thread's affinity (`None` when it ended, or
 /// when `pid` is a thread of another process: `/proc/TID` answers for a thread too, and
 /// a process's thread listing starts with its leader).
-fn one(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
+fn one(proc: BorrowedFd<'_>, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
     // `st_nlink` is u64 on x86_64 but u32 on other targets.
     #[allow(clippy::useless_conversion)]
     let count = u64::from(st.st_nlink).saturating_sub(2);
     let threads: Vec<Vec<usize>> = if count <= 1 {
         affinity(Some(pid)).into_iter().collect()
     } else {
-        let (leader, threads) = threads(proc, task);
+        let (leader, threads) = threads(&proc, task);
         if leader.is_some_and(|l| l != pid) {
             return None;
         }
@@ -132,14 +163,14 @@ fn one(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> Option<Other> {
 /// Whether `pid` (listed as `task`, with that directory's status `st`) is a process and
 /// not another's thread: a single-threaded one is its own leader, and a process's thread
 /// listing starts with its leader.
-fn leads(proc: &OwnedFd, pid: u32, task: &str, st: &rfs::Stat) -> bool {
+fn leads(proc: BorrowedFd<'_>, pid: u32, task: &str, st: &rfs::Stat) -> bool {
     // `st_nlink` is u64 on x86_64 but u32 on other targets.
     #[allow(clippy::useless_conversion)]
     let count = u64::from(st.st_nlink).saturating_sub(2);
     if count <= 1 {
         return true;
     }
-    let Some(dir) = open_dir(proc, task) else {
+    let Some(dir) = open_dir(&proc, task) else {
         return false;
     };
     rfs::Dir::new(dir).is_ok_and(|listing| {
@@ -163,7 +194,7 @@ fn processes(keep: impl Fn(u32) -> bool) -> Option<Vec<Other>> {
         let threads = if count <= 1 {
             affinity(Some(pid)).into_iter().collect()
         } else {
-            threads(proc, task).1
+            threads(&proc, task).1
         };
         if !threads.is_empty() {
             out.push(Other {
@@ -192,7 +223,7 @@ pub(super) fn users(me: u32) -> Option<BTreeSet<u32>> {
 /// Calls `each(/proc, PID, "PID/task", its status)` for every process `/proc` lists, at
 /// most [`MAX_PROCESSES`] (the `task` directory's owner is the process's effective uid,
 /// its link count its threads and two); `None` when `/proc` cannot be listed.
-fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option<()> {
+fn each_process(mut each: impl FnMut(BorrowedFd<'_>, u32, &str, &rfs::Stat)) -> Option<()> {
     each_process_skipping(
         |_, _| false,
         |proc, pid, _, task, st| {
@@ -209,7 +240,7 @@ fn each_process(mut each: impl FnMut(&OwnedFd, u32, &str, &rfs::Stat)) -> Option
 /// (past [`MAX_PROCESSES`], or a read that failed).
 fn each_process_skipping(
     skip: impl Fn(u32, u64) -> bool,
-    mut each: impl FnMut(&OwnedFd, u32, u64, &str, Option<&rfs::Stat>),
+    mut each: impl FnMut(BorrowedFd<'_>, u32, u64, &str, Option<&rfs::Stat>),
 ) -> Option<bool> {
     let proc = open_dir(&rfs::CWD, "/proc")?;
     let listing = rfs::Dir::read_from(&proc).ok()?;
@@ -227,21 +258,21 @@ fn each_process_skipping(
         };
         let ino = entry.ino();
         if skip(pid, ino) {
-            each(&proc, pid, ino, "", None);
+            each(proc.as_fd(), pid, ino, "", None);
             continue;
         }
         let task = format!("{pid}/task");
         let Ok(st) = rfs::statat(&proc, task.as_str(), AtFlags::empty()) else {
             continue;
         };
-        each(&proc, pid, ino, &task, Some(&st));
+        each(proc.as_fd(), pid, ino, &task, Some(&st));
     }
     Some(true)
 }
 
 /// Every thread's affinity of a threaded process (at most [`MAX_THREADS`]), with the
 /// first thread listed (its leader).
-fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> (Option<u32>, Vec<Vec<usize>>) {
+fn threads(proc: &impl AsFd, task: &str) -> (Option<u32>, Vec<Vec<usize>>) {
     let Some(dir) = open_dir(proc, task) else {
         return (None, Vec::new());
     };
@@ -258,7 +289,7 @@ fn threads(proc: &impl rustix::fd::AsFd, task: &str) -> (Option<u32>, Vec<Vec<us
 }
 
 /// The directory `path` (relative to `at`), opened to be listed.
-fn open_dir(at: &impl rustix::fd::AsFd, path: &str) -> Option<OwnedFd> {
+fn open_dir(at: &impl AsFd, path: &str) -> Option<OwnedFd> {
     rfs::openat(
         at,
         path,
@@ -281,7 +312,14 @@ fn number(name: &CStr) -> Option<u32> {
 /// (PID 1 cannot be read, or is not there at all) or a PID namespace of its own (the
 /// `NSpid` line names more than one PID). Root sees through `hidepid`.
 pub(super) fn hidden(me_uid: u32) -> Option<String> {
-    if let Ok(status) = super::read_small("/proc/self/status", 16 << 10) {
+    // The initial PID namespace has no parent: `NSpid` names one PID there, and reading
+    // `/proc/self/status` (formatted field by field, the dearest file a look reads) is
+    // needed only in another.
+    let initial = super::pid_ns() == super::INIT_PID_NS;
+    if let Some(status) = (!initial)
+        .then(|| super::read_small("/proc/self/status", 16 << 10).ok())
+        .flatten()
+    {
         let nspid = status
             .lines()
             .find_map(|l| l.strip_prefix("NSpid:"))

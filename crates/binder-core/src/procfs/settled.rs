@@ -17,20 +17,32 @@
 //! where the PID counter stood ([`Mark`]: `/proc/loadavg`'s last PID, in this PID
 //! namespace) and the other processes it found, and the next look, when it comes soon
 //! enough that the counter cannot have wrapped round ([`Mark::follows`]), looks only at
-//! those, the root processes due again, and the PIDs handed out since: no new process
-//! can hide among the old PIDs without the counter wrapping, which takes `pid_max`
-//! allocations and so, at [`MAX_PID_RATE`], longer than the window.
+//! those, the root processes not settled yet, and the PIDs handed out since: no new
+//! process can hide among the old PIDs without the counter wrapping, which takes
+//! `pid_max` allocations and so, at [`MAX_PID_RATE`], longer than the window.
+//!
+//! Such a look reads and writes only that small record, in the lines of the view it
+//! shares (`kview`: [`Settled::mark_lines`]), not the settled roots (`kroot`:
+//! [`Settled::roots_bytes`], 28 bytes each, written by a listing alone): reading, searching and writing 2,000 of them again was half of what a
+//! look within the window cost. A settled root is checked again by a listing, and one
+//! lists at least every [`RELIST`], so that it is checked within its recheck period and
+//! [`RELIST`] (40 s at most, as before).
 
 /// How long a process must have been root's, between two checks, to be skipped.
 pub const SETTLED_AFTER: u64 = 1_000;
 /// The shortest period after which a skipped process is checked again (ms; the PID
 /// spreads it over as long again).
-const RECHECK: u64 = 20_000;
+const RECHECK: u64 = 15_000;
+/// The longest a look may follow the last without listing `/proc` since the last listing
+/// (ms): a settled root is checked again by a listing alone, within its recheck period
+/// (15-30 s) and this.
+pub const RELIST: u64 = 10_000;
 /// The most processes remembered (a file of 28 bytes each).
 const MAX_REMEMBERED: usize = 1 << 17;
-/// The file's first bytes; its records follow in binary, little-endian (a look of 2,000
-/// processes read and wrote 63 KB of text at 0.6 ms; these are read as they lie).
-const HEADER: &[u8] = b"binder-kroot 3\n";
+/// The settled roots' file's first bytes; its records follow in binary, little-endian (a
+/// look of 2,000 processes read and wrote 63 KB of text at 0.6 ms; these are read as
+/// they lie).
+const ROOTS_HEADER: &[u8] = b"binder-kroot 4\n";
 /// The most PIDs a node hands out per second, failed clones included (every clone takes
 /// a global lock to allocate its PID and another to free it; a node does not reach a
 /// tenth of this): what bounds how soon `pid_max` PIDs can wrap the counter round.
@@ -60,8 +72,12 @@ impl Entry {
 }
 
 /// Root's processes a look found (see the module doc), the other processes it found, and
-/// where the PID counter stood. A look's own record is made in any order; [`Settled::parse`]
-/// gives one sorted by PID, which is what lookups take.
+/// where the PID counter stood. A look's own record is made in any order; the parsers
+/// give one sorted by PID, which is what lookups take.
+///
+/// Read from the view's file (`kview`: [`Settled::from_lines`]), its root entries are
+/// those a look within the window checks: the ones not settled at the last listing, and those found since. Read
+/// from both files ([`Settled::with_roots`]), they are every root process remembered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settled {
     entries: Vec<Entry>,
@@ -69,6 +85,11 @@ pub struct Settled {
     users: Vec<u32>,
     /// Where the PID counter stood when the look began.
     pub mark: Option<Mark>,
+    /// When the last look that listed `/proc` began (ms, `CLOCK_MONOTONIC`; 0: none).
+    pub listed: u64,
+    /// Whether this look listed `/proc`: its root entries are every one remembered, to
+    /// be written as the settled roots' file.
+    pub listing: bool,
 }
 
 /// Where this PID namespace's PID counter stood, read before a look.
@@ -219,89 +240,163 @@ impl Settled {
         self.entries.is_empty()
     }
 
-    /// The file's bytes: the header, the mark (a flag, then NS, LAST, AT, PID_MAX), root's
-    /// entries (a count, then PID, INO, FIRST, CHECKED each) and the other processes (a
-    /// count, then each PID), sorted by PID.
-    pub fn bytes(&self) -> Vec<u8> {
-        let mut entries = self.entries.clone();
-        entries.sort_unstable_by_key(|e| e.pid);
-        entries.dedup_by_key(|e| e.pid);
-        let mut users = self.users.clone();
-        users.sort_unstable();
-        users.dedup();
-        let mut out = Vec::with_capacity(HEADER.len() + 32 + 28 * entries.len() + 4 * users.len());
-        out.extend_from_slice(HEADER);
-        let m = self.mark.unwrap_or(Mark {
-            ns: 0,
-            last: 0,
-            at: 0,
-            pid_max: 0,
-        });
-        out.push(u8::from(self.mark.is_some()));
-        out.extend_from_slice(&m.ns.to_le_bytes());
-        out.extend_from_slice(&m.last.to_le_bytes());
-        out.extend_from_slice(&m.at.to_le_bytes());
-        out.extend_from_slice(&m.pid_max.to_le_bytes());
-        out.extend_from_slice(&u32::try_from(entries.len()).unwrap_or(0).to_le_bytes());
-        for e in &entries {
-            out.extend_from_slice(&e.pid.to_le_bytes());
-            out.extend_from_slice(&e.ino.to_le_bytes());
-            out.extend_from_slice(&e.first.to_le_bytes());
-            out.extend_from_slice(&e.checked.to_le_bytes());
-        }
-        out.extend_from_slice(&u32::try_from(users.len()).unwrap_or(0).to_le_bytes());
-        for pid in &users {
-            out.extend_from_slice(&pid.to_le_bytes());
-        }
+    /// The settled roots' file (`kroot`, written by a listing): the header, when the
+    /// listing began, then root's entries (a count, then PID, INO, FIRST, CHECKED each),
+    /// sorted by PID.
+    pub fn roots_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ROOTS_HEADER.len() + 12 + 28 * self.entries.len());
+        out.extend_from_slice(ROOTS_HEADER);
+        out.extend_from_slice(&self.listed.to_le_bytes());
+        put_entries(&mut out, &self.entries, |_| true);
         out
     }
 
-    /// From the file's bytes, sorted by PID; empty when they are not one.
-    pub fn parse(bytes: &[u8]) -> Settled {
-        Settled::try_parse(bytes).unwrap_or_default()
-    }
-
-    fn try_parse(bytes: &[u8]) -> Option<Settled> {
-        let mut r = Reader(bytes.strip_prefix(HEADER)?);
-        let has_mark = r.take::<1>()?[0] == 1;
-        let mark = Mark {
-            ns: u64::from_le_bytes(r.take()?),
-            last: u32::from_le_bytes(r.take()?),
-            at: u64::from_le_bytes(r.take()?),
-            pid_max: u32::from_le_bytes(r.take()?),
+    /// The lines this record adds to the shared view's file (`kview`, written by every
+    /// look: one look, one file): `mark NS LAST AT PID_MAX LISTED` (none without a mark),
+    /// a `held PID INO FIRST CHECKED` for each root entry a look within the window checks
+    /// (after a listing, those not settled; after another look, all it has), and a `user
+    /// PID` for each other process.
+    pub fn mark_lines(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let Some(m) = self.mark else {
+            return;
         };
-        let n = usize::try_from(u32::from_le_bytes(r.take()?)).ok()?;
-        if n > MAX_REMEMBERED {
-            return None;
+        let _ = writeln!(
+            out,
+            "mark {} {} {} {} {}",
+            m.ns, m.last, m.at, m.pid_max, self.listed
+        );
+        let mut held: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| !self.listing || !e.skips(e.ino, m.at))
+            .collect();
+        held.sort_unstable_by_key(|e| e.pid);
+        held.dedup_by_key(|e| e.pid);
+        for e in held {
+            let _ = writeln!(out, "held {} {} {} {}", e.pid, e.ino, e.first, e.checked);
         }
-        let mut entries = Vec::with_capacity(n.min(r.0.len() / 28));
-        for _ in 0..n {
-            entries.push(Entry {
-                pid: u32::from_le_bytes(r.take()?),
-                ino: u64::from_le_bytes(r.take()?),
-                first: u64::from_le_bytes(r.take()?),
-                checked: u64::from_le_bytes(r.take()?),
-            });
-        }
-        let n = usize::try_from(u32::from_le_bytes(r.take()?)).ok()?;
-        if n > MAX_REMEMBERED || r.0.len() != 4 * n {
-            return None;
-        }
-        let mut users: Vec<u32> =
-            r.0.chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-        // Written sorted; sorted again so that no file makes a lookup wrong.
-        entries.sort_unstable_by_key(|e| e.pid);
-        entries.dedup_by_key(|e| e.pid);
+        let mut users = self.users.clone();
         users.sort_unstable();
         users.dedup();
-        Some(Settled {
-            entries,
-            users,
-            mark: has_mark.then_some(mark),
-        })
+        for pid in users {
+            let _ = writeln!(out, "user {pid}");
+        }
     }
+
+    /// The record [`Settled::mark_lines`] wrote, from the file's lines (others are the
+    /// view's, skipped); none (no mark: the next look lists) where one is not well formed
+    /// or there are too many.
+    pub fn from_lines<'a>(lines: impl Iterator<Item = &'a str>) -> Settled {
+        let parsed = (|| {
+            let mut out = Settled::default();
+            for line in lines {
+                let Some((kind, rest)) = line.split_once(' ') else {
+                    continue;
+                };
+                let mut n = rest.split(' ').map(str::parse::<u64>);
+                let mut next = || n.next()?.ok();
+                match kind {
+                    "mark" => {
+                        out.mark = Some(Mark {
+                            ns: next()?,
+                            last: u32::try_from(next()?).ok()?,
+                            at: next()?,
+                            pid_max: u32::try_from(next()?).ok()?,
+                        });
+                        out.listed = next()?;
+                    }
+                    "held" if out.entries.len() < MAX_REMEMBERED => out.entries.push(Entry {
+                        pid: u32::try_from(next()?).ok()?,
+                        ino: next()?,
+                        first: next()?,
+                        checked: next()?,
+                    }),
+                    "user" if out.users.len() < MAX_REMEMBERED => {
+                        out.users.push(u32::try_from(next()?).ok()?);
+                    }
+                    "held" | "user" => return None,
+                    _ => continue,
+                }
+                if next().is_some() {
+                    return None;
+                }
+            }
+            // Written sorted; sorted again so that no file makes a lookup wrong.
+            out.entries.sort_unstable_by_key(|e| e.pid);
+            out.entries.dedup_by_key(|e| e.pid);
+            out.users.sort_unstable();
+            out.users.dedup();
+            out.mark.is_some().then_some(out)
+        })();
+        parsed.unwrap_or_default()
+    }
+
+    /// The settled roots' file's record; empty when the bytes are not one.
+    pub fn parse_roots(bytes: &[u8]) -> Settled {
+        let parsed = (|| {
+            let mut r = Reader(bytes.strip_prefix(ROOTS_HEADER)?);
+            let listed = u64::from_le_bytes(r.take()?);
+            let entries = take_entries(&mut r)?;
+            r.0.is_empty().then_some(Settled {
+                entries,
+                listed,
+                ..Settled::default()
+            })
+        })();
+        parsed.unwrap_or_default()
+    }
+
+    /// This record (the view file's, sorted) with the settled roots of `roots` (the
+    /// roots' file's) under its own entries, which are newer: what a look that lists
+    /// `/proc` skips by.
+    pub fn with_roots(mut self, roots: Settled) -> Settled {
+        let mine = std::mem::take(&mut self.entries);
+        let mut entries: Vec<Entry> = roots
+            .entries
+            .into_iter()
+            .filter(|e| mine.binary_search_by_key(&e.pid, |m| m.pid).is_err())
+            .collect();
+        entries.extend(mine);
+        entries.sort_unstable_by_key(|e| e.pid);
+        self.entries = entries;
+        self
+    }
+}
+
+/// Writes the count of the entries `keep` accepts, then each, sorted by PID.
+fn put_entries(out: &mut Vec<u8>, entries: &[Entry], keep: impl Fn(&Entry) -> bool) {
+    let mut kept: Vec<&Entry> = entries.iter().filter(|e| keep(e)).collect();
+    kept.sort_unstable_by_key(|e| e.pid);
+    kept.dedup_by_key(|e| e.pid);
+    out.extend_from_slice(&u32::try_from(kept.len()).unwrap_or(0).to_le_bytes());
+    for e in kept {
+        out.extend_from_slice(&e.pid.to_le_bytes());
+        out.extend_from_slice(&e.ino.to_le_bytes());
+        out.extend_from_slice(&e.first.to_le_bytes());
+        out.extend_from_slice(&e.checked.to_le_bytes());
+    }
+}
+
+/// Entries as [`put_entries`] writes them, sorted by PID (again, so that no file makes a
+/// lookup wrong).
+fn take_entries(r: &mut Reader<'_>) -> Option<Vec<Entry>> {
+    let n = usize::try_from(u32::from_le_bytes(r.take()?)).ok()?;
+    if n > MAX_REMEMBERED || r.0.len() < 28 * n {
+        return None;
+    }
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        entries.push(Entry {
+            pid: u32::from_le_bytes(r.take()?),
+            ino: u64::from_le_bytes(r.take()?),
+            first: u64::from_le_bytes(r.take()?),
+            checked: u64::from_le_bytes(r.take()?),
+        });
+    }
+    entries.sort_unstable_by_key(|e| e.pid);
+    entries.dedup_by_key(|e| e.pid);
+    Some(entries)
 }
 
 /// The unread rest of a file's bytes.
@@ -373,19 +468,44 @@ mod tests {
             None,
             "32,768 PIDs wrap in 3 ms at the bound"
         );
-        // The file keeps the mark and the other processes; a look's record round-trips.
+        // The mark's file keeps the mark and the other processes; a look's record
+        // round-trips.
         let mut look = Settled {
             mark: Some(then),
+            listed: 49_000,
             ..Settled::default()
         };
         look.user(42);
         look.user(41);
         look.root(&Settled::default(), 9, 90, 1);
-        let read = Settled::parse(&look.bytes());
+        let lines = |s: &Settled| {
+            let mut text = String::new();
+            s.mark_lines(&mut text);
+            text
+        };
+        let read = Settled::from_lines(lines(&look).lines());
         assert_eq!(read.mark, Some(then));
+        assert_eq!(read.listed, 49_000);
         assert_eq!(read.users().collect::<Vec<_>>(), [41, 42]);
         assert_eq!(read.ino(9), Some(90));
         assert_eq!(read.roots(2).collect::<Vec<_>>(), [(9, false)]);
+        let bytes = look.roots_bytes();
+        for end in 0..bytes.len() {
+            assert_eq!(Settled::parse_roots(&bytes[..end]), Settled::default());
+        }
+        // The view's own lines are skipped; a malformed mark line is no mark.
+        let text = format!("binder-kview 2\n7 1001 0-3\n{}", lines(&look));
+        assert_eq!(Settled::from_lines(text.lines()), read);
+        for bad in ["mark 1 2", "held 9 90 1", "user x", "user 1 2"] {
+            let text = format!("{}{bad}\n", lines(&look));
+            assert_eq!(
+                Settled::from_lines(text.lines()),
+                Settled::default(),
+                "{bad}"
+            );
+        }
+        // Without a mark there is nothing to follow, and nothing is written.
+        assert_eq!(lines(&Settled::default()), "");
         // A look that could not record every process leaves no mark to follow.
         for pid in 0..u32::try_from(MAX_REMEMBERED).unwrap() {
             look.user(pid);
@@ -414,21 +534,82 @@ mod tests {
         let mut again = Settled::default();
         again.root(&third, 40, 901, 11_200);
         assert!(!again.skips(40, 901, 11_300));
-        // Kept as it was when skipped; the file round-trips; junk is empty.
+        // Kept as it was when skipped; the roots' file round-trips; junk is empty.
         let mut kept = Settled::default();
         kept.keep(&third, 40);
         assert_eq!(kept, third);
-        assert_eq!(Settled::parse(&third.bytes()), third);
-        assert!(Settled::parse(b"binder-kroot 1\n1 2 3 4\n").is_empty());
-        assert!(Settled::parse(b"junk").is_empty());
+        assert_eq!(Settled::parse_roots(&third.roots_bytes()), third);
+        assert!(Settled::parse_roots(b"binder-kroot 3\n1 2 3 4\n").is_empty());
+        assert!(Settled::parse_roots(b"junk").is_empty());
+        assert!(Settled::from_lines("junk".lines()).mark.is_none());
         // Cut anywhere, it is no file.
-        let bytes = third.bytes();
+        let bytes = third.roots_bytes();
         for end in 0..bytes.len() {
             assert_eq!(
-                Settled::parse(&bytes[..end]),
+                Settled::parse_roots(&bytes[..end]),
                 Settled::default(),
                 "cut at {end}"
             );
         }
+    }
+
+    /// A listing's record: its roots' file holds every root process, its mark's file only
+    /// those a look within the window still checks (not settled yet); read back together,
+    /// the mark's entries are newer than the roots' file's.
+    #[test]
+    fn a_listing_hands_the_window_only_what_is_not_settled() {
+        let none = Settled::default();
+        let mut first = Settled::default();
+        first.root(&none, 40, 900, 10_000);
+        first.root(&none, 41, 901, 10_000);
+        let mut listing = Settled {
+            mark: Some(Mark {
+                ns: 7,
+                last: 99,
+                at: 11_500,
+                pid_max: 4_194_304,
+            }),
+            listed: 11_500,
+            listing: true,
+            ..Settled::default()
+        };
+        // 40 checked again 1.5 s later: settled; 50 new.
+        listing.root(&first, 40, 900, 11_500);
+        listing.keep(&first, 41);
+        listing.root(&none, 50, 950, 11_500);
+        let roots = Settled::parse_roots(&listing.roots_bytes());
+        assert_eq!(roots.len(), 3);
+        assert_eq!(roots.listed, 11_500);
+        let lines = |s: &Settled| {
+            let mut text = String::new();
+            s.mark_lines(&mut text);
+            text
+        };
+        let mark = Settled::from_lines(lines(&listing).lines());
+        let held: Vec<u32> = mark.roots(11_600).map(|(pid, _)| pid).collect();
+        assert_eq!(
+            held,
+            [41, 50],
+            "40 is settled: the window does not check it"
+        );
+        // A look within the window found 50 settled since, and 60 new.
+        let mut window = Settled {
+            listed: mark.listed,
+            ..Settled::default()
+        };
+        window.keep(&mark, 41);
+        window.root(&mark, 50, 950, 12_600);
+        window.root(&none, 60, 0, 12_600);
+        window.mark = listing.mark;
+        let mark = Settled::from_lines(lines(&window).lines());
+        assert_eq!(mark.listed, 11_500, "the listing's time is carried");
+        let all = mark.clone().with_roots(roots);
+        assert_eq!(all.len(), 4);
+        assert_eq!(all.ino(60), Some(0));
+        assert!(all.skips(40, 900, 12_700));
+        assert!(
+            all.skips(50, 950, 12_700),
+            "the window's check of 50 is kept"
+        );
     }
 }
