@@ -51,11 +51,15 @@ pub(crate) fn look(
     }
     // One file holds the last look's view and where it left the PID counter: one read
     // serves a launch within `FRESH` (the view) or the look after (the mark).
-    let last = read_aged(dir, NAME, me, Duration::MAX).filter(|(text, _)| complete(text).is_some());
+    // Only a whole file counts, without its last line.
+    let last = read_aged(dir, NAME, me, Duration::MAX).and_then(|(mut text, age)| {
+        text.truncate(complete(&text)?.len());
+        Some((text, age))
+    });
     if let Some(view) = last
         .as_ref()
         .filter(|(_, age)| !afresh && *age < FRESH)
-        .and_then(|(text, _)| parse(complete(text)?, me))
+        .and_then(|(text, _)| parse(text, me))
     {
         return Some(view);
     }
@@ -64,7 +68,7 @@ pub(crate) fn look(
     // the last reads and writes the small mark's record alone; one that lists `/proc`
     // reads the settled roots too, and writes them.
     let before = last.map_or_else(Settled::default, |(text, _)| {
-        Settled::from_lines(complete(&text).unwrap_or_default().lines())
+        Settled::from_lines(text.lines())
     });
     let roots = || {
         read_aged_bytes(dir, ROOTS_NAME, me, Duration::MAX)
@@ -213,9 +217,9 @@ fn parse(text: &str, me: u32) -> Option<KernelView> {
             continue;
         }
         // The look's record for the next look (`Settled::mark_lines`).
-        if ["mark ", "held ", "user "]
-            .iter()
-            .any(|k| line.starts_with(k))
+        if line
+            .split_once(' ')
+            .is_some_and(|(kind, _)| Settled::LINE_KINDS.contains(&kind))
         {
             continue;
         }
@@ -382,6 +386,11 @@ mod tests {
         std::fs::write(dir.join(NAME), &whole[..whole.len() - END.len()]).unwrap();
         look(&fd, &node, me, false).unwrap();
         assert_eq!(node.looks.get(), 4);
+        // The look's record for the next look is no part of the view.
+        let with_mark =
+            format!("{HEADER}\nmark 7 99 5 4194304 1\nheld 9 90 1 2\nuser 41\n7 1001 1\n");
+        let view = parse(&with_mark, me).expect("a view with its mark lines");
+        assert_eq!(view.procs.keys().collect::<Vec<_>>(), [&7]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

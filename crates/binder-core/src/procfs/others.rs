@@ -36,8 +36,8 @@ pub(super) fn mine(me: u32) -> Option<Vec<Other>> {
 
 /// [`others`], skipping root's long-lived processes remembered (see [`super::settled`]),
 /// with what this look found for the next one: without listing `/proc` where `before`'s
-/// mark (the mark's file) shows that no PID was handed out twice since, else by a listing
-/// that skips the settled roots `roots` reads (the roots' file, read only then).
+/// mark (read with the shared view) shows that no PID was handed out twice since, else by
+/// a listing that skips the settled roots `roots` reads (`kroot`, read only then).
 pub(super) fn others_settled(
     me: u32,
     before: &Settled,

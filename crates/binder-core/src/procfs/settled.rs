@@ -251,6 +251,10 @@ impl Settled {
         out
     }
 
+    /// The first words of the lines [`Settled::mark_lines`] writes (the view's own lines
+    /// skip them).
+    pub const LINE_KINDS: [&'static str; 3] = ["mark", "held", "user"];
+
     /// The lines this record adds to the shared view's file (`kview`, written by every
     /// look: one look, one file): `mark NS LAST AT PID_MAX LISTED` (none without a mark),
     /// a `held PID INO FIRST CHECKED` for each root entry a look within the window checks
