@@ -16,7 +16,7 @@ use rustix::fs::{self as rfs, AtFlags};
 
 use super::fsio::{dirs_named, list_dir, open_dir};
 use super::kernel::{self, KernelView};
-use super::others::SCAN_BUDGET;
+use super::others::{SCAN_BUDGET, SLOWER};
 use super::own_dir::PREFIX;
 use super::store::{Ledger, RootRead, Stamp};
 use super::Scan;
@@ -43,7 +43,7 @@ const KEEP_UNCHANGED: Duration = Duration::from_secs(30);
 /// The longest a launch lists the ledger root's names (a flood of 100,000 takes longer):
 /// past it the live users' own directories are looked up by name instead (a listing
 /// under the user's lock made 64 concurrent launches wait behind it: p50 9.5x).
-const LIST_BUDGET: Duration = Duration::from_millis(40);
+const LIST_BUDGET: Duration = Duration::from_millis(40 * SLOWER);
 /// The smallest root directory size at which a shared read is looked for: 4,096 names
 /// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
 const SHARED_ROOT_SIZE: i64 = 4096 * 20;
