@@ -5,7 +5,9 @@
 # another user's), then, interleaved (benches/interleave.py), `taskset -c 0 true` against
 # the first task of a new job (`@session binder SHAPE -- true`), ledger on and off, for
 # each SPACING (default "0.3 1.2": seconds between binder's launches, each past the 250 ms
-# a look at the kernel is shared for; a third of it passes before every run). Within
+# a look at the kernel is shared for; a third of it passes before every run, and the
+# ledger's launches are paced exactly SPACING apart: in a random order alone they were
+# 0.1-0.5 s apart, and one in nine lists /proc, timing a mix of two cases). Within
 # 419 ms of the last look (a pid_max of 4,194,304: systemd's, and a new PID namespace's
 # since Linux 6.14) and 10 s of the last listing, a look reads only what changed; past
 # it, it lists /proc. The node cache is warm; cache and ledger are on tmpfs.
@@ -40,7 +42,7 @@ for spacing in ${SPACINGS:-0.3 1.2}; do
   gap=$(python3 -c "print($spacing / 3)")
   out=$(GAP=$gap benches/interleave.py "$rounds" \
     "taskset -c 0 true" \
-    "@session $bin $shape -- true" \
+    "@paced @session $bin $shape -- true" \
     "@session BINDER_LEDGER=off $bin $shape -- true")
   python3 - "$out" "$bin" "$n" "$owner" "$spacing" <<'PY'
 import json, sys

@@ -8,6 +8,12 @@ seconds of the command and its children}. stdout and stderr of the commands are 
 With GAP=SECONDS in the environment, each run waits that long first (untimed): a launch
 after a quiet spell, when nothing a launch shares with the next is fresh any more.
 
+A COMMAND that starts with `@paced` runs exactly GAP x (number of commands) after its
+last run: it opens every round, and the other commands follow it in a random order, GAP
+apart. Where a command's cost depends on the time since its own last run (binder's look
+at the kernel is cheap within a window of it), a random order alone would space its runs
+anywhere from one GAP to twice the round, and time a mix of two cases.
+
 A COMMAND may start with `NAME=value` words (set in its environment, as the shell does)
 and with `@session` (run in a session of its own: a new process group, so binder sees a
 new job), both applied by posix_spawn itself: no `env` or `setsid` executable is timed.
@@ -28,14 +34,17 @@ def parse(command):
     words = shlex.split(command)
     env = dict(os.environ)
     session = False
-    while words and (words[0] == "@session" or ("=" in words[0] and not words[0].startswith("/"))):
+    paced = False
+    while words and (words[0] in ("@session", "@paced") or ("=" in words[0] and not words[0].startswith("/"))):
         word = words.pop(0)
         if word == "@session":
             session = True
+        elif word == "@paced":
+            paced = True
         else:
             name, _, value = word.partition("=")
             env[name] = value
-    return words, env, session
+    return words, env, session, paced
 
 
 def main():
@@ -47,10 +56,15 @@ def main():
 
     gap = float(os.environ.get("GAP", "0"))
 
+    slot = [time.perf_counter()]
+
     def once(spec):
-        argv, env, session = spec
+        argv, env, session, _ = spec
         if gap:
-            time.sleep(gap)
+            # Each run starts GAP after the last one started (not after it ended), so a
+            # paced command's runs are exactly a round apart whatever the others cost.
+            slot[0] = max(slot[0] + gap, time.perf_counter())
+            time.sleep(max(0.0, slot[0] - time.perf_counter()))
         start = time.perf_counter()
         pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsid=session)
         _, _, usage = os.wait4(pid, 0)
@@ -62,8 +76,10 @@ def main():
     wall = {c: [] for c in commands}
     cpu = {c: [] for c in commands}
     for _ in range(rounds):
-        order = list(range(len(commands)))
+        paced = [i for i, a in enumerate(argvs) if a[3]]
+        order = [i for i in range(len(commands)) if i not in paced]
         random.shuffle(order)
+        order = paced + order
         for i in order:
             w, c = once(argvs[i])
             wall[commands[i]].append(w)

@@ -314,7 +314,9 @@ fn number(name: &CStr) -> Option<u32> {
 pub(super) fn hidden(me_uid: u32) -> Option<String> {
     // The initial PID namespace has no parent: `NSpid` names one PID there, and reading
     // `/proc/self/status` (formatted field by field, the dearest file a look reads) is
-    // needed only in another.
+    // needed only in another. Not the namespace alone: `NSpid` counts from the namespace
+    // of `/proc`'s mount, so a namespace with a `/proc` of its own (a container's, the
+    // hostile tests') names one PID too, and that `/proc` is read as a node's.
     let initial = super::pid_ns() == super::INIT_PID_NS;
     if let Some(status) = (!initial)
         .then(|| super::read_small("/proc/self/status", 16 << 10).ok())
