@@ -21,11 +21,14 @@ pub(crate) const VIEW: &str = "kview";
 pub(crate) const ROOT_READ: &str = "rview";
 /// The settled root processes a listing of `/proc` found (`crate::procfs::settled`).
 pub(crate) const ROOTS: &str = "kroot";
+/// The live users' canonical directories a launch beside a churning root looked up
+/// (`super::root`), for the user's launches that follow within `super::shared::FRESH`.
+pub(crate) const CANONICAL: &str = "rusers";
 /// The files whose temporaries (`NAME.PID`) a launch tidies (`super::Ledger::tidy`): a
 /// launch killed between writing one and renaming it into place leaves it. Every file
 /// `super::shared` replaces so, and the shared view, which it wrote so until it wrote it
 /// in place.
-pub(crate) const REPLACED: [&str; 3] = [VIEW, ROOT_READ, ROOTS];
+pub(crate) const REPLACED: [&str; 4] = [VIEW, ROOT_READ, ROOTS, CANONICAL];
 
 /// The key of this user's directory when another user took the canonical one
 /// ([`secret_name`]): `$HOME/.cache/binder/ledger-key`, 128 random bits only this user

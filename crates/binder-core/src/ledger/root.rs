@@ -17,7 +17,7 @@ use rustix::fs::{self as rfs, AtFlags};
 use super::fsio::{dirs_named, list_dir, open_dir};
 use super::kernel::{self, KernelView};
 use super::others::{SCAN_BUDGET, SLOWER};
-use super::own_dir::PREFIX;
+use super::own_dir::{CANONICAL, PREFIX};
 use super::store::{Ledger, RootRead, Stamp};
 use super::Scan;
 use crate::procfs::Procs;
@@ -44,6 +44,32 @@ const KEEP_UNCHANGED: Duration = Duration::from_secs(30);
 /// past it the live users' own directories are looked up by name instead (a listing
 /// under the user's lock made 64 concurrent launches wait behind it: p50 9.5x).
 const LIST_BUDGET: Duration = Duration::from_millis(40 * SLOWER);
+/// The first line of the shared lookup of canonical directories (`CANONICAL`).
+const CANONICAL_HEADER: &str = "binder-rusers 1";
+
+/// The canonical directories and whether a live user's name is another's, from the
+/// text [`Ledger::canonical_shared`] wrote; `None` for anything else.
+fn parse_canonical(text: &str) -> Option<(Vec<String>, bool)> {
+    let mut lines = text.lines();
+    if lines.next()? != CANONICAL_HEADER {
+        return None;
+    }
+    let squatted = match lines.next()? {
+        "squatted 0" => false,
+        "squatted 1" => true,
+        _ => return None,
+    };
+    let mut dirs = Vec::new();
+    for line in lines {
+        let name = line.strip_prefix("dir ")?;
+        if !name.starts_with(PREFIX) || name.contains('/') {
+            return None;
+        }
+        dirs.push(name.to_owned());
+    }
+    Some((dirs, squatted))
+}
+
 /// The smallest root directory size at which a shared read is looked for: 4,096 names
 /// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
 const SHARED_ROOT_SIZE: i64 = 4096 * 20;
@@ -92,15 +118,16 @@ impl Ledger {
             let unchanged = stamp.is_some_and(|s| s.links >= 3) && known.stamp == stamp;
             // A large root that changed since (names made and removed all the time: a
             // churn): the directories found then, and the canonical directory of every
-            // user with a live process, looked up by name (SEMANTICS §13.4). A user's
-            // first job's directory is one of those, so churn hides no new user. Only a
-            // directory under a name nobody else can guess (a homeless user's) can be
-            // new and unread until the next listing (`CHURN_RELIST`), so the scan is in
-            // doubt and the task checks its CPUs afresh once bound (SEMANTICS §13.5).
+            // user with a live process, looked up by name (SEMANTICS §13.4; the lookup
+            // shared for `shared::FRESH`: `canonical_shared`). A user's first job's
+            // directory is one of those, so churn hides no new user for longer than
+            // that. A directory under a name nobody else can guess (a homeless user's)
+            // can be new and unread until the next listing (`CHURN_RELIST`), so the scan
+            // is in doubt and the task checks its CPUs afresh once bound (SEMANTICS §13.5).
             // Not where `/proc` hides users: they would be missed.
             let churned = !unchanged && large && age < CHURN_RELIST && procs.hidden().is_none();
             let canonical = churned
-                .then(|| self.canonical_dirs(procs, scan.me))
+                .then(|| self.canonical_shared(procs, scan.me))
                 .flatten();
             if unchanged || canonical.is_some() {
                 let (canonical, squatted) = canonical.unwrap_or_default();
@@ -264,6 +291,40 @@ impl Ledger {
             names.push(name);
         }
         Some((names, squatted))
+    }
+
+    /// [`Ledger::canonical_dirs`] as the user's launch within `shared::FRESH` found
+    /// them, else looked up and written for the next ones (`CANONICAL` in the user's own
+    /// directory: nobody else can write there). Looking them up lists `/proc`, a `statat`
+    /// per process: under the user's lock, 256 concurrent launches beside a churning
+    /// root each paid 0.2-0.6 ms for it (the 2-CPU VM, 1,000 processes). A user whose
+    /// first directory appeared since is read at the next lookup; the launch is in doubt
+    /// all the same (the root changed since its listing), so its CPUs are checked afresh
+    /// once bound (SEMANTICS §13.5), as for a process bound within the shared view's
+    /// `FRESH`. A launch that looks afresh looks these up afresh too.
+    fn canonical_shared(&self, procs: &dyn Procs, me: u32) -> Option<(Vec<String>, bool)> {
+        let shares = procs.shares_views() && !self.afresh();
+        if let Some(found) = shares
+            .then(|| super::shared::read_aged(self.own_fd(), CANONICAL, me, super::shared::FRESH))
+            .flatten()
+            .and_then(|(text, _)| parse_canonical(&text))
+        {
+            return Some(found);
+        }
+        let found = self.canonical_dirs(procs, me)?;
+        if shares {
+            let mut text = format!(
+                "{CANONICAL_HEADER}
+squatted {}
+",
+                u8::from(found.1)
+            );
+            for name in &found.0 {
+                text.push_str(&format!("dir {name}\n"));
+            }
+            super::shared::replace(self.own_fd(), CANONICAL, text.as_bytes());
+        }
+        Some(found)
     }
 
     /// The kernel's view of the whole node (shared: `super::shared`), or why not.

@@ -92,7 +92,12 @@ const ROOTS_NAME: &str = super::own_dir::ROOTS;
 
 /// The text of the file `name` of this user's directory, with its age, when it is this
 /// user's own regular file, written within `fresh`.
-fn read_aged(dir: &impl AsFd, name: &str, me: u32, fresh: Duration) -> Option<(String, Duration)> {
+pub(super) fn read_aged(
+    dir: &impl AsFd,
+    name: &str,
+    me: u32,
+    fresh: Duration,
+) -> Option<(String, Duration)> {
     let (bytes, age) = read_aged_bytes(dir, name, me, fresh)?;
     Some((String::from_utf8(bytes).ok()?, age))
 }
@@ -285,7 +290,7 @@ fn complete(text: &str) -> Option<&str> {
 /// Writes `text` as the file `name` of this user's directory: under a private name, then
 /// renamed into place, so a reader sees the old file or the new one. A failure costs the
 /// next launches a look of their own.
-fn replace(dir: &impl AsFd, name: &str, bytes: &[u8]) {
+pub(super) fn replace(dir: &impl AsFd, name: &str, bytes: &[u8]) {
     let tmp = format!("{name}.{}", std::process::id());
     let Ok(fd) = rfs::openat(
         dir,

@@ -877,3 +877,99 @@ fn others_are_in_sight_only_with_an_entry_in_the_root() {
     assert!(ledger.others_in_sight());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// [`Among`] whose views are shared as the real `/proc`'s are, counting its lookups of
+/// the live users.
+struct Sharing(Among, std::cell::Cell<usize>);
+
+impl Procs for Sharing {
+    fn me(&self) -> u32 {
+        self.0.me()
+    }
+    fn stat(&self, pid: u32) -> Option<Stat> {
+        self.0.stat(pid)
+    }
+    fn status(&self, pid: u32) -> Option<Status> {
+        self.0.status(pid)
+    }
+    fn threads(&self, pid: u32) -> Option<Vec<Vec<usize>>> {
+        self.0.threads(pid)
+    }
+    fn online(&self) -> Option<Vec<usize>> {
+        self.0.online()
+    }
+    fn others(&self, me: u32) -> Option<Vec<crate::procfs::Other>> {
+        self.0.others(me)
+    }
+    fn users(&self, me: u32) -> Option<BTreeSet<u32>> {
+        self.1.set(self.1.get() + 1);
+        self.0.users(me)
+    }
+    fn shares_views(&self) -> bool {
+        true
+    }
+}
+
+/// Beside a churning root, the live users' canonical directories one launch looked up
+/// (a `statat` per process of the node) serve the user's launches within the shared
+/// view's `FRESH`, as read from the user's own directory; past it, or from a file that
+/// is not what a launch writes, they are looked up again. A launch that looks afresh
+/// looks them up itself.
+#[test]
+fn canonical_lookups_beside_a_churning_root_are_shared_briefly() {
+    let dir = root("rusers");
+    for n in 0..5000 {
+        std::fs::write(dir.join(format!("junk.{n}")), "").unwrap();
+    }
+    let d = dir.display().to_string();
+    let env = move |k: &str| match k {
+        "BINDER_LEDGER_DIR" => Some(d.clone()),
+        "BINDER_KERNEL_VIEW" => Some("in-sight".into()),
+        _ => None,
+    };
+    let ledger = Ledger::open(&env).unwrap();
+    let (pid, start) = (
+        std::process::id(),
+        Alone.stat(std::process::id()).unwrap().start,
+    );
+    // This user's second directory with a live claim, found by the first listing.
+    let mut c = claim(pid, start, &[], &["0000:0a:00.0"]);
+    c.job = JobId("test:canon".into());
+    let name = ledger.write_claim(&c).unwrap();
+    let other = dir.join(format!("binder-ledger.{}.00000000000000d4", ledger.uid()));
+    std::fs::create_dir(&other).unwrap();
+    std::fs::rename(ledger.dir().join(&name), other.join(&name)).unwrap();
+    settle();
+    let procs = Sharing(Among(BTreeSet::new()), std::cell::Cell::new(0));
+    ledger.scan_others(&procs, &mut Scan::default());
+    assert_eq!(procs.1.get(), 0, "a listing looks up no canonical name");
+    // The root churns: two launches within FRESH look the users up once.
+    std::fs::create_dir(dir.join("binder-ledger.poke")).unwrap();
+    std::fs::remove_dir(dir.join("binder-ledger.poke")).unwrap();
+    let scan = |procs: &Sharing| {
+        let mut scan = Scan::default();
+        Ledger::open(&env).unwrap().scan_others(procs, &mut scan);
+        assert_eq!(scan.gpus(), ["0000:0a:00.0"]);
+        assert!(scan.doubt.is_some(), "a churned root is a read in doubt");
+    };
+    scan(&procs);
+    scan(&procs);
+    assert_eq!(procs.1.get(), 1);
+    let shared = std::fs::read_to_string(ledger.dir().join(own_dir::CANONICAL)).unwrap();
+    assert_eq!(shared, "binder-rusers 1\nsquatted 0\n");
+    // Past FRESH, looked up again.
+    std::thread::sleep(shared::FRESH);
+    scan(&procs);
+    assert_eq!(procs.1.get(), 2);
+    // A file naming a path, or of another form, is no lookup.
+    for junk in [
+        "binder-rusers 1\nsquatted 0\ndir binder-ledger.x/..\n",
+        "binder-rusers 1\nsquatted 2\n",
+        "binder-rusers 0\nsquatted 0\n",
+    ] {
+        std::fs::write(ledger.dir().join(own_dir::CANONICAL), junk).unwrap();
+        scan(&procs);
+    }
+    assert_eq!(procs.1.get(), 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
