@@ -526,13 +526,10 @@ fn a_taken_name_without_a_home_is_named_by_the_keyring() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A launch beside a flood of names shares its read of the root with the user's next
-/// launches (`rview`): they read the directories it found, alone while the root's stamp
-/// holds, with every live user's canonical directory when it churns, and list it again
-/// a second after the last listing, or where a live user's canonical name is another's.
-#[test]
-fn a_large_roots_read_is_shared_until_a_directory_appears() {
-    let dir = root("rview");
+/// A scratch ledger root holding 5,000 names (past `SHARE_ROOT_ABOVE`), and the
+/// environment of a launch that uses it.
+fn flooded(name: &str) -> (std::path::PathBuf, impl Fn(&str) -> Option<String> + Clone) {
+    let dir = root(name);
     for n in 0..5000 {
         std::fs::write(dir.join(format!("junk.{n}")), "").unwrap();
     }
@@ -542,6 +539,16 @@ fn a_large_roots_read_is_shared_until_a_directory_appears() {
         "BINDER_KERNEL_VIEW" => Some("in-sight".into()),
         _ => None,
     };
+    (dir, env)
+}
+
+/// A launch beside a flood of names shares its read of the root with the user's next
+/// launches (`rview`): they read the directories it found, alone while the root's stamp
+/// holds, with every live user's canonical directory when it churns, and list it again
+/// a second after the last listing, or where a live user's canonical name is another's.
+#[test]
+fn a_large_roots_read_is_shared_until_a_directory_appears() {
+    let (dir, env) = flooded("rview");
     let me = Alone;
     let (pid, start) = (
         std::process::id(),
@@ -917,16 +924,7 @@ impl Procs for Sharing {
 /// looks them up itself.
 #[test]
 fn canonical_lookups_beside_a_churning_root_are_shared_briefly() {
-    let dir = root("rusers");
-    for n in 0..5000 {
-        std::fs::write(dir.join(format!("junk.{n}")), "").unwrap();
-    }
-    let d = dir.display().to_string();
-    let env = move |k: &str| match k {
-        "BINDER_LEDGER_DIR" => Some(d.clone()),
-        "BINDER_KERNEL_VIEW" => Some("in-sight".into()),
-        _ => None,
-    };
+    let (dir, env) = flooded("rusers");
     let ledger = Ledger::open(&env).unwrap();
     let (pid, start) = (
         std::process::id(),
@@ -952,15 +950,30 @@ fn canonical_lookups_beside_a_churning_root_are_shared_briefly() {
         assert_eq!(scan.gpus(), ["0000:0a:00.0"]);
         assert!(scan.doubt.is_some(), "a churned root is a read in doubt");
     };
+    let began = std::time::Instant::now();
     scan(&procs);
     scan(&procs);
-    assert_eq!(procs.1.get(), 1);
+    // (Unless the two took longer than FRESH: an emulated, loaded machine.)
+    if began.elapsed() < shared::FRESH {
+        assert_eq!(procs.1.get(), 1);
+    } else {
+        eprintln!(
+            "two scans took {:?}: the second looked up again",
+            began.elapsed()
+        );
+        procs.1.set(1);
+    }
     let shared = std::fs::read_to_string(ledger.dir().join(own_dir::CANONICAL)).unwrap();
     assert_eq!(shared, "binder-rusers 1\nsquatted 0\n");
     // Past FRESH, looked up again.
     std::thread::sleep(shared::FRESH);
     scan(&procs);
     assert_eq!(procs.1.get(), 2);
+    // A launch that looks afresh (a refusal's second look) looks them up itself.
+    let afresh = Ledger::open(&env).unwrap();
+    afresh.look_afresh();
+    afresh.scan_others(&procs, &mut Scan::default());
+    assert_eq!(procs.1.get(), 3);
     // A file naming a path, or of another form, is no lookup.
     for junk in [
         "binder-rusers 1\nsquatted 0\ndir binder-ledger.x/..\n",
@@ -970,6 +983,6 @@ fn canonical_lookups_beside_a_churning_root_are_shared_briefly() {
         std::fs::write(ledger.dir().join(own_dir::CANONICAL), junk).unwrap();
         scan(&procs);
     }
-    assert_eq!(procs.1.get(), 5);
+    assert_eq!(procs.1.get(), 6);
     let _ = std::fs::remove_dir_all(&dir);
 }
