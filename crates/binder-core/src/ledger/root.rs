@@ -47,29 +47,6 @@ const LIST_BUDGET: Duration = Duration::from_millis(40 * SLOWER);
 /// The first line of the shared lookup of canonical directories (`CANONICAL`).
 const CANONICAL_HEADER: &str = "binder-rusers 1";
 
-/// The canonical directories and whether a live user's name is another's, from the
-/// text [`Ledger::canonical_shared`] wrote; `None` for anything else.
-fn parse_canonical(text: &str) -> Option<(Vec<String>, bool)> {
-    let mut lines = text.lines();
-    if lines.next()? != CANONICAL_HEADER {
-        return None;
-    }
-    let squatted = match lines.next()? {
-        "squatted 0" => false,
-        "squatted 1" => true,
-        _ => return None,
-    };
-    let mut dirs = Vec::new();
-    for line in lines {
-        let name = line.strip_prefix("dir ")?;
-        if !name.starts_with(PREFIX) || name.contains('/') {
-            return None;
-        }
-        dirs.push(name.to_owned());
-    }
-    Some((dirs, squatted))
-}
-
 /// The smallest root directory size at which a shared read is looked for: 4,096 names
 /// on tmpfs (20 bytes each); an ext4 directory of that many names is larger still.
 const SHARED_ROOT_SIZE: i64 = 4096 * 20;
@@ -313,12 +290,7 @@ impl Ledger {
         }
         let found = self.canonical_dirs(procs, me)?;
         if shares {
-            let mut text = format!(
-                "{CANONICAL_HEADER}
-squatted {}
-",
-                u8::from(found.1)
-            );
+            let mut text = format!("{CANONICAL_HEADER}\nsquatted {}\n", u8::from(found.1));
             for name in &found.0 {
                 text.push_str(&format!("dir {name}\n"));
             }
@@ -366,4 +338,27 @@ squatted {}
             kernel::add_unclaimed(view, procs, scan);
         }
     }
+}
+
+/// The canonical directories and whether a live user's name is another's, from the
+/// text [`Ledger::canonical_shared`] wrote; `None` for anything else.
+fn parse_canonical(text: &str) -> Option<(Vec<String>, bool)> {
+    let mut lines = text.lines();
+    if lines.next()? != CANONICAL_HEADER {
+        return None;
+    }
+    let squatted = match lines.next()? {
+        "squatted 0" => false,
+        "squatted 1" => true,
+        _ => return None,
+    };
+    let mut dirs = Vec::new();
+    for line in lines {
+        let name = line.strip_prefix("dir ")?;
+        if !name.starts_with(PREFIX) || name.contains('/') {
+            return None;
+        }
+        dirs.push(name.to_owned());
+    }
+    Some((dirs, squatted))
 }
