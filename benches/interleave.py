@@ -75,8 +75,8 @@ def main():
             once(argv)
     wall = {c: [] for c in commands}
     cpu = {c: [] for c in commands}
+    paced = [i for i, a in enumerate(argvs) if a[3]]
     for _ in range(rounds):
-        paced = [i for i, a in enumerate(argvs) if a[3]]
         order = [i for i in range(len(commands)) if i not in paced]
         random.shuffle(order)
         order = paced + order

@@ -352,13 +352,8 @@ fn parse_canonical(text: &str) -> Option<(Vec<String>, bool)> {
         "squatted 1" => true,
         _ => return None,
     };
-    let mut dirs = Vec::new();
-    for line in lines {
-        let name = line.strip_prefix("dir ")?;
-        if !name.starts_with(PREFIX) || name.contains('/') {
-            return None;
-        }
-        dirs.push(name.to_owned());
-    }
+    let dirs = lines
+        .map(|line| super::shared::dir_line(line).map(str::to_owned))
+        .collect::<Option<Vec<_>>>()?;
     Some((dirs, squatted))
 }

@@ -179,14 +179,17 @@ pub(crate) fn read_root(dir: &impl AsFd, me: u32, fresh: Duration) -> Option<(Ro
         if let Some(why) = line.strip_prefix("partial ") {
             read.incomplete = Some(why.to_owned());
         } else {
-            let name = line.strip_prefix("dir ")?;
-            if !name.starts_with(super::own_dir::PREFIX) || name.contains('/') {
-                return None;
-            }
-            read.dirs.push(name.to_owned());
+            read.dirs.push(dir_line(line)?.to_owned());
         }
     }
     Some((read, age))
+}
+
+/// The directory a shared file's `dir NAME` line names: a ledger directory's name in the
+/// root, never a path (`None` for anything else, and the file is then no read).
+pub(super) fn dir_line(line: &str) -> Option<&str> {
+    let name = line.strip_prefix("dir ")?;
+    (name.starts_with(super::own_dir::PREFIX) && !name.contains('/')).then_some(name)
 }
 
 /// Writes a read of the ledger root for the user's next launches (as [`write`] does).
